@@ -1,0 +1,75 @@
+# Two commands matter: `make demo` (python -m kit.demo) and `make test`
+# (the suite, against a real local sshd and real sglang sources).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Inside the venv, so removing the venv also forgets that it was installed.
+STAMP := $(VENV)/.installed-pyproject
+SSHD := /usr/sbin/sshd
+# A fresh clone has no benchmarks/ until a file lands there; ruff errors on missing paths.
+LINT_PATHS := $(wildcard kit tests benchmarks)
+PYTEST_ARGS ?=
+
+# apt must never wait for an answer: CI has no stdin.
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
+
+.DEFAULT_GOAL := help
+.PHONY: help venv test demo lint clean ssh-tools
+
+help:
+	@echo "make demo    run the kit's demo (python -m kit.demo)"
+	@echo "make test    lint, then run the test suite (installs openssh-server when root)"
+	@echo "make lint    ruff check"
+	@echo "make venv    create $(VENV) and install the kit with its dev extra"
+	@echo "make clean   remove build artefacts (keeps $(VENV) and downloaded wheels)"
+	@echo "PYTHON=$(PYTHON)  (override: make PYTHON=python3.12 venv)"
+
+venv: $(STAMP)
+
+# Re-runs only when pyproject.toml is newer than the last successful install.
+$(STAMP): pyproject.toml
+	@if ! $(BIN)/python -c '' 2>/dev/null; then \
+	    command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install python3 >= 3.10 or pass PYTHON=..." >&2; exit 1; }; \
+	    $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+	        || { echo "error: $(PYTHON) is $$($(PYTHON) -V 2>&1); the kit needs python >= 3.10 (pass PYTHON=...)" >&2; exit 1; }; \
+	    if ! $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null; then \
+	        if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	            echo "$(PYTHON) cannot create venvs: installing python3-venv"; \
+	            apt-get update -qq && $(APT_INSTALL) python3-venv; \
+	        else \
+	            echo "error: $(PYTHON) cannot create venvs; install python3-venv (sudo apt-get install python3-venv)" >&2; exit 1; \
+	        fi; \
+	    fi; \
+	    echo "creating $(VENV) with $$($(PYTHON) -V 2>&1)"; \
+	    $(PYTHON) -m venv $(VENV); \
+	fi
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+# The ssh tests run a real sshd; without root we cannot install it, so they skip and say why.
+ssh-tools:
+	@if [ -x $(SSHD) ] && command -v ssh >/dev/null && command -v ssh-keygen >/dev/null; then \
+	    :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing openssh-server (the ssh tests start a real sshd on 127.0.0.1)"; \
+	    apt-get update -qq && $(APT_INSTALL) openssh-server openssh-client; \
+	else \
+	    echo "NOTE: $(SSHD) (openssh-server) is missing and we are not root, so it cannot be installed here."; \
+	    echo "      The ssh tests will be SKIPPED. To run them: sudo apt-get install openssh-server"; \
+	fi
+
+lint: venv
+	$(BIN)/ruff check $(LINT_PATHS)
+
+test: venv ssh-tools lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+demo: venv
+	$(BIN)/python -m kit.demo
+
+# Keeps .venv and the kit's download cache (~/.cache/sglang-investigation-kit): both are slow to rebuild.
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache notebooks/_executed
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,150 @@
+"""One tree of errors for the whole kit.
+
+Every message says what was tried, where, and what to do next, because the
+person reading it is usually on a production box at night with no time to
+read our source.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "KitError",
+    "HostError",
+    "ConnectError",
+    "HostUnreachable",
+    "ConnectionRefused",
+    "AuthenticationFailed",
+    "UnknownHostKey",
+    "HostKeyChanged",
+    "HostDisconnected",
+    "CommandFailed",
+    "CommandTimeout",
+    "RemoteFileError",
+    "SourceError",
+    "PackageNotFound",
+    "SourceFileNotFound",
+    "LineRangeError",
+    "SymbolNotFound",
+    "ParseError",
+    "TargetError",
+    "ModelConfigError",
+]
+
+
+class KitError(Exception):
+    """Base of every error the kit raises on purpose."""
+
+    hint: str = ""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        self.message = message
+        if hint:
+            self.hint = hint
+        super().__init__(self._full())
+
+    def _full(self) -> str:
+        return f"{self.message}\n  -> {self.hint}" if self.hint else self.message
+
+
+class HostError(KitError):
+    """Something went wrong reaching or using a host."""
+
+    def __init__(self, message: str, *, host: str = "", hint: str = "") -> None:
+        self.host = host
+        super().__init__(message, hint=hint)
+
+
+class ConnectError(HostError):
+    """Could not open a connection to a host."""
+
+
+class HostUnreachable(ConnectError):
+    """No answer at all (dead host, firewall, wrong address, timeout)."""
+
+
+class ConnectionRefused(ConnectError):
+    """The host answered but nothing listens on the port."""
+
+
+class AuthenticationFailed(ConnectError):
+    """The SSH server rejected every key and method offered."""
+
+
+class UnknownHostKey(ConnectError):
+    """The host key is not in known_hosts; we never add it silently."""
+
+
+class HostKeyChanged(ConnectError):
+    """The host key differs from the one in known_hosts: possible MITM."""
+
+
+class HostDisconnected(HostError):
+    """The connection dropped and could not be re-established."""
+
+
+class CommandFailed(HostError):
+    """A command exited non-zero and the caller asked for check=True."""
+
+    def __init__(self, result, *, hint: str = "") -> None:  # result: CommandResult
+        self.result = result
+        tail = (result.stderr or result.stdout or "").strip().splitlines()[-5:]
+        detail = ("\n    " + "\n    ".join(tail)) if tail else ""
+        super().__init__(
+            f"command failed on {result.host} (exit {result.exited}): {result.command}{detail}",
+            host=result.host,
+            hint=hint or "check the command and its output above; run it by hand with `sgl-kit run`",
+        )
+
+
+class CommandTimeout(HostError):
+    """A command ran past its timeout; its process group was killed."""
+
+    def __init__(self, command: str, timeout: float, *, host: str, partial=None) -> None:
+        self.command = command
+        self.timeout = timeout
+        self.partial = partial
+        super().__init__(
+            f"command timed out after {timeout:g}s on {host}: {command}",
+            host=host,
+            hint="its process group was killed; raise timeout= if the command is expected to be slow",
+        )
+
+
+class RemoteFileError(HostError):
+    """A file could not be read or inspected on a host."""
+
+
+class SourceError(KitError):
+    """Base for problems with a package's source tree."""
+
+
+class PackageNotFound(SourceError):
+    """The package is not importable by the given interpreter."""
+
+
+class SourceFileNotFound(SourceError):
+    """The file does not exist inside the package."""
+
+
+class LineRangeError(SourceError):
+    """A requested line range is empty or past the end of the file."""
+
+
+class SymbolNotFound(SourceError):
+    """No function or class of that qualified name in the source."""
+
+
+class ParseError(KitError):
+    """Input could not be parsed; the message says where parsing stopped."""
+
+    def __init__(self, message: str, *, position: int | None = None, hint: str = "") -> None:
+        self.position = position
+        super().__init__(message, hint=hint)
+
+
+class TargetError(KitError):
+    """A target string could not be understood or is not available yet."""
+
+
+class ModelConfigError(KitError):
+    """A model's config.json could not be read or is not a JSON object."""
