@@ -74,6 +74,7 @@ class Job:
         self.open = {}  # fd -> kind
         self.paused = set()  # fds not registered because the window is full
         self.unacked = 0
+        self.stdin_left = None
 
     def kill(self, sig):
         try:
@@ -131,9 +132,9 @@ class Helper:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        if stdin_data is not None:
-            self.feed_stdin(proc, stdin_data)
         job = Job(rid, proc, req.get("timeout"))
+        if stdin_data is not None:
+            self.start_stdin(job, stdin_data)
         for pipe, kind in ((proc.stdout, K_STDOUT), (proc.stderr, K_STDERR)):
             fd = pipe.fileno()
             os.set_blocking(fd, False)
@@ -141,19 +142,26 @@ class Helper:
             self.sel.register(fd, selectors.EVENT_READ, ("job", job))
         self.jobs[rid] = job
 
-    @staticmethod
-    def feed_stdin(proc, data):
-        # Small inputs (file lists, scripts) only: write then close so the
-        # command sees EOF. A broken pipe just means it did not want input.
+    def start_stdin(self, job, data):
+        # Fed from the main loop as the pipe accepts it: a blocking write of a
+        # big input would deadlock against a command that fills its stdout.
+        fd = job.proc.stdin.fileno()
+        os.set_blocking(fd, False)
+        job.stdin_left = memoryview(data)
+        self.sel.register(fd, selectors.EVENT_WRITE, ("stdin-of", job))
+        self.on_stdin_writable(fd, job)
+
+    def on_stdin_writable(self, fd, job):
         try:
-            proc.stdin.write(data)
-        except BrokenPipeError:
-            pass
-        finally:
-            try:
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
+            while job.stdin_left:
+                n = os.write(fd, job.stdin_left[:CHUNK])
+                job.stdin_left = job.stdin_left[n:]
+        except BlockingIOError:
+            return
+        except (BrokenPipeError, OSError):
+            pass  # the command did not want (all of) its input
+        self.sel.unregister(fd)
+        job.proc.stdin.close()
 
     def op_read(self, rid, req):
         path = req["path"]
@@ -291,6 +299,8 @@ class Helper:
                 what, job = key.data
                 if what == "stdin":
                     self.on_stdin()
+                elif what == "stdin-of":
+                    self.on_stdin_writable(key.fd, job)
                 else:
                     self.on_output(key.fd, job)
             if self.jobs:
@@ -303,7 +313,6 @@ def main():
     # Anything a login shell left on fd 2 is noise; our requests never use it.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     os.write(1, MAGIC)
     send_json(
         0,

@@ -431,6 +431,15 @@ class _Forward:
         self.server.close()
 
 
+def _feed(chan, stdin_b64: str | None) -> None:
+    try:
+        if stdin_b64 is not None:
+            chan.sendall(base64.b64decode(stdin_b64))
+        chan.shutdown_write()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass  # the command exited before reading all of it
+
+
 def _pump(sock: socket.socket, chan) -> None:
     try:
         while True:
@@ -511,9 +520,9 @@ class _ExecFallback:
         # the group we must kill on timeout.
         chan = self._open(f"echo __SGLKIT_PGID $$ >&2; {prefix}exec /bin/sh -c {shlex.quote(cmd)}")
         job["chan"] = chan
-        if fields.get("stdin") is not None:
-            chan.sendall(base64.b64decode(fields["stdin"]))
-        chan.shutdown_write()
+        # Input goes from its own thread, so a command that answers while it
+        # reads cannot deadlock against us.
+        threading.Thread(target=_feed, args=(chan, fields.get("stdin")), daemon=True).start()
         timeout = fields.get("timeout")
         timed_out = self._pump_channel(chan, job, None if timeout is None else start + timeout)
         code = -1 if timed_out else chan.recv_exit_status()
@@ -523,7 +532,6 @@ class _ExecFallback:
 
     def _pump_channel(self, chan, job: dict, deadline: float | None) -> bool:
         pending, stderr_head = job["pending"], b""
-        chan.settimeout(0.05)
         while not (chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()):
             if deadline is not None and time.monotonic() > deadline:
                 self._kill(job)

@@ -471,7 +471,12 @@ class Host:
         if start < 1 or (end is not None and end < start):
             raise ValueError(f"bad line range {start}-{end}: lines are numbered from 1 and end >= start")
         data, info = self._read(os.fspath(path), start, end)
-        return _decode(data).splitlines(), int(info["total_lines"])
+        # Split on b"\n" only, as sed and ast count lines; str.splitlines also
+        # breaks at form feeds and U+2028, which would shift every line number.
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        return [_decode(line) for line in lines], int(info["total_lines"])
 
     def exists(self, path: str) -> bool:
         try:

@@ -5,8 +5,9 @@ the code that set this flag say, in the version that is actually installed on th
 box". Line numbers move between releases, so everything here finds code by name
 (`ast`) or by pattern (`grep` on the host) and reports the line numbers it found.
 
-Every command sent to a host is an argv list (no shell), except the snapshot
-fingerprint pipeline, where the two interpolated names pass through `shlex.quote`.
+Every command sent to a host is an argv list (no shell), except the two snapshot
+pipelines (find | tar, find | sha256sum), where the directory names pass through
+`shlex.quote`.
 """
 
 from __future__ import annotations
@@ -810,40 +811,28 @@ class SourceTree:
         _save_index(index_path, index)
         return self._local_tree(target, self._info(target, content_hash, fingerprint, count, sent, started))
 
-    def _fingerprint(self) -> str | None:
-        # The one shell pipeline in this module: hashing on the host keeps a warm check to
-        # one short answer. Only the two directory names are interpolated, both quoted.
+    def _selection(self, action: str) -> str:
+        """Shell fragment, run from the root's parent, applying `action` to every selected file.
+
+        Only the two directory names are interpolated, both quoted. A pipeline rather than
+        `tar -T -` fed from here: the file list (100+ KB) would have to be written to tar's
+        stdin while tar is already writing the archive, and both pipes would fill.
+        """
         q = shlex.quote
-        fmt = "-printf '%s %T@ %p\\n'"
-        parts = [f"find ./{q(self._dirname)} -type f -name '*.py' {fmt}"]
+        parts = [f"find ./{q(self._dirname)} -type f -name '*.py' {action}"]
         if self.dist_info:
             names = " -o ".join(f"-name {n}" for n in _DIST_META)
             dist = q(posixpath.basename(self.dist_info))
-            parts.append(f"find ./{dist} -maxdepth 1 -type f \\( {names} \\) {fmt}")
-        cmd = "{ " + "; ".join(parts) + "; } | LC_ALL=C sort | { sha256sum 2>/dev/null || cksum; }"
+            parts.append(f"find ./{dist} -maxdepth 1 -type f \\( {names} \\) {action}")
+        return "{ " + "; ".join(parts) + "; }"
+
+    def _fingerprint(self) -> str | None:
+        # Hashed on the host, so a warm check costs one short answer.
+        listing = self._selection("-printf '%s %T@ %p\\n'")
+        cmd = f"{listing} | LC_ALL=C sort | {{ sha256sum 2>/dev/null || cksum; }}"
         res = self.host.run(cmd, cwd=posixpath.dirname(self.root), timeout=120)
         words = res.stdout.split()
         return words[0] if res.ok and words else None
-
-    def _selected_files(self) -> bytes:
-        """NUL-separated `./…` paths, relative to the root's parent, of every *.py and the metadata."""
-        parent = posixpath.dirname(self.root)
-        found = self.host.run(
-            ["find", f"./{self._dirname}", "-type", "f", "-name", "*.py", "-print0"], cwd=parent, timeout=120
-        )
-        listing = found.stdout_bytes
-        if self.dist_info:
-            names = [arg for n in _DIST_META for arg in ("-o", "-name", n)][1:]
-            dist = f"./{posixpath.basename(self.dist_info)}"
-            argv = ["find", dist, "-maxdepth", "1", "-type", "f", "(", *names, ")", "-print0"]
-            listing += self.host.run(argv, cwd=parent, timeout=60).stdout_bytes
-        if not listing:
-            raise SourceError(
-                f"found no *.py files under {self.root} on {self._label} (exit {found.exited}: "
-                f"{_shorten(found.stderr.strip(), 200)})",
-                hint="check the directory and that `find` works there",
-            )
-        return listing
 
     def _transfer(self, snaps: Path) -> tuple[Path, str, int, int]:
         work = snaps / "tmp"
@@ -852,7 +841,7 @@ class SourceTree:
         unpack = Path(tempfile.mkdtemp(dir=work))
         try:
             with os.fdopen(fd, "wb") as fh:
-                sent = self._stream_tar(fh, self._selected_files())
+                sent = self._stream_tar(fh)
             allowed = {self._dirname} | ({posixpath.basename(self.dist_info)} if self.dist_info else set())
             _extract(Path(tar_name), unpack, allowed)
             content_hash, count = _content_hash(unpack)
@@ -864,11 +853,11 @@ class SourceTree:
             os.unlink(tar_name)
             shutil.rmtree(unpack, ignore_errors=True)
 
-    def _stream_tar(self, fh, listing: bytes) -> int:
+    def _stream_tar(self, fh) -> int:
         # Names start with "./", so tar never reads one from the list as an option.
-        argv = ["tar", "--null", "--no-recursion", "-T", "-", "-czf", "-"]
+        cmd = f"{self._selection('-print0')} | tar --null --no-recursion -T - -czf -"
         sent, err = 0, bytearray()
-        with self.host.stream(argv, cwd=posixpath.dirname(self.root), stdin=listing, timeout=1800) as stream:
+        with self.host.stream(cmd, cwd=posixpath.dirname(self.root), timeout=1800) as stream:
             for fd_name, data in stream:
                 if fd_name == "stdout":
                     fh.write(data)

@@ -25,8 +25,11 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie still answers kill(0); it is dead for our purposes.
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().split(")")[-1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def test_run_shell_string_collects_both_streams_and_status(local):
@@ -60,6 +63,20 @@ def test_env_cwd_and_stdin(local, tmp_path):
     result = local.run("printf '%s|' \"$KIT_X\" \"$PWD\"; cat", env={"KIT_X": "a b$c"}, cwd=str(tmp_path),
                        stdin=b"from-stdin")
     assert result.stdout == f"a b$c|{tmp_path}|from-stdin"
+
+
+def test_big_stdin_does_not_deadlock_against_output(local):
+    data = bytes(range(256)) * 40000  # 10 MB: far beyond any pipe buffer
+    assert local.run(["cat"], stdin=data, timeout=30).stdout_bytes == data
+    early = local.run(["head", "-c", "5"], stdin=data, timeout=30)
+    assert (early.stdout_bytes, early.exited) == (data[:5], 0)
+
+
+def test_read_lines_counts_only_newlines_like_sed(local, tmp_path):
+    path = tmp_path / "odd.py"
+    path.write_bytes(b"a\x0cb\n" + "c\u2028d\n".encode() + b"e\r\nlast")
+    assert local.read_lines(str(path), 1) == (["a\x0cb", "c\u2028d", "e\r", "last"], 4)
+    assert local.read_lines(str(path), 4, 4) == (["last"], 4)
 
 
 def test_timeout_kills_the_whole_process_group(local, tmp_path):

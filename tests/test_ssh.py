@@ -152,6 +152,8 @@ def test_fallback_without_python_runs_reads_and_times_out(ssh_exec, tmp_path):
     while ssh_exec.run(["kill", "-0", pid]).ok and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not ssh_exec.run(["kill", "-0", pid]).ok
+    data = b"0123456789" * 500_000
+    assert ssh_exec.run(["cat"], stdin=data, timeout=60).stdout_bytes == data
 
 
 class _Hello(http.server.BaseHTTPRequestHandler):
