@@ -532,7 +532,10 @@ class _ExecFallback:
 
     def _pump_channel(self, chan, job: dict, deadline: float | None) -> bool:
         pending, stderr_head = job["pending"], b""
-        while not (chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()):
+        exited_at = None
+        while not self._drained(chan, exited_at):
+            if exited_at is None and chan.exit_status_ready():
+                exited_at = time.monotonic()
             if deadline is not None and time.monotonic() > deadline:
                 self._kill(job)
                 return True
@@ -551,6 +554,16 @@ class _ExecFallback:
             else:
                 time.sleep(0.005)
         return False
+
+    @staticmethod
+    def _drained(chan, exited_at: float | None) -> bool:
+        """All output read: EOF after exit, or 1 s after exit if a daemonised child keeps the pipe.
+
+        sshd can report the exit status before the last output has arrived.
+        """
+        if exited_at is None or chan.recv_ready() or chan.recv_stderr_ready():
+            return False
+        return chan.eof_received or time.monotonic() - exited_at > 1.0
 
     def _kill(self, job: dict) -> None:
         pgid = job.get("pgid")
