@@ -16,6 +16,7 @@ from .errors import (
     HostUnreachable,
     KitError,
     LineRangeError,
+    ModelConfigError,
     PackageNotFound,
     ParseError,
     RemoteFileError,
@@ -26,13 +27,27 @@ from .errors import (
     UnknownHostKey,
 )
 from .hosts import CommandResult, CommandStream, FileStat, Host, LocalHost, SSHHost
+from .provenance import AssignmentSite, FlagExplanation, Guard, explain
+from .server_args import (
+    ServerArgsSnapshot,
+    classify,
+    defaults,
+    diff,
+    flag_table,
+    from_server_info,
+    parse_command,
+    parse_log,
+    parse_log_file,
+)
 from .source import GrepMatch, GrepResult, SourceSnippet, SourceTree
 from .target import connect, parse_target
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AssignmentSite",
     "AuthenticationFailed",
+    "classify",
     "CommandFailed",
     "CommandResult",
     "CommandStream",
@@ -40,9 +55,16 @@ __all__ = [
     "connect",
     "ConnectError",
     "ConnectionRefused",
+    "defaults",
+    "diff",
+    "explain",
     "FileStat",
+    "flag_table",
+    "FlagExplanation",
+    "from_server_info",
     "GrepMatch",
     "GrepResult",
+    "Guard",
     "Host",
     "HostDisconnected",
     "HostError",
@@ -51,10 +73,15 @@ __all__ = [
     "KitError",
     "LineRangeError",
     "LocalHost",
+    "ModelConfigError",
     "PackageNotFound",
+    "parse_command",
+    "parse_log",
+    "parse_log_file",
     "parse_target",
     "ParseError",
     "RemoteFileError",
+    "ServerArgsSnapshot",
     "SourceError",
     "SourceFileNotFound",
     "SourceSnippet",

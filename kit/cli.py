@@ -78,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for register in (_add_run, _add_source, _add_grep):
+    for register in (_add_run, _add_source, _add_grep, _add_why):
         _common(register(sub), suppress=True)
+    _add_args(sub)
     return parser
 
 
@@ -133,6 +134,51 @@ def _add_grep(sub) -> argparse.ArgumentParser:
     p.add_argument("--max", type=int, default=1000, help="stop after this many matches")
     p.set_defaults(func=cmd_grep)
     return p
+
+
+def _add_why(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "why", help="explain why a server flag has its value",
+        usage="sgl-kit why FLAG [TARGET] [--package-dir DIR] [--log FILE] [--model-config FILE] [--json]",
+        description="Find every place in the target's sglang source that assigns FLAG, the conditions "
+                    "guarding each, and, given the server's log, which of them fired. Paths given to "
+                    "--log and --model-config are read on the target. Without --model-config, the "
+                    "config.json under the log's model_path is used when the target has it.")
+    p.add_argument("flag", help="a ServerArgs field or flag, e.g. disable_piecewise_cuda_graph or "
+                                "cuda_graph_config.prefill.backend")
+    p.add_argument("target", nargs="?", default="local", help="where sglang is installed (default: local)")
+    p.add_argument("--log", metavar="FILE", help="server log holding the server_args=... line")
+    p.add_argument("--model-config", metavar="FILE", help="the model's config.json")
+    p.add_argument("--no-snapshot", action="store_true",
+                   help="read the remote source file by file instead of copying it once to the local cache")
+    p.set_defaults(func=cmd_why)
+    return p
+
+
+def _add_args(sub) -> None:
+    p = sub.add_parser("args", help="parse or compare effective server arguments",
+                       description="Read server_args from logs, /server_info JSON or launch commands.")
+    inner = p.add_subparsers(dest="args_command", metavar="ACTION")
+    inner.required = True
+    parse = inner.add_parser("parse", help="the server_args=... of a log file",
+                             description="Print every field of the last server_args line in LOGFILE "
+                                         "(- for stdin). Lines cut off mid-field still give the fields "
+                                         "before the cut.")
+    parse.add_argument("logfile")
+    parse.add_argument("--all", action="store_true", help="every server_args line, not only the last")
+    parse.set_defaults(func=cmd_args_parse)
+    diff = inner.add_parser("diff", help="fields that differ between two deployments",
+                            description="Each side is a log file, a /server_info JSON file, or a file "
+                                        "holding a launch command. Launch commands are read with the "
+                                        "flag table of a real sglang source: give --package-dir or "
+                                        "--sglang VERSION.")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    diff.add_argument("--sglang", metavar="VERSION",
+                      help="read launch commands with this sglang release's flags (downloaded once)")
+    diff.set_defaults(func=cmd_args_diff)
+    for q in (parse, diff):
+        _common(q, suppress=True)
 
 
 # -- helpers ----------------------------------------------------------------
@@ -276,6 +322,150 @@ def cmd_grep(args) -> int:
             if result.truncated:
                 sys.stderr.write(f"(stopped after {len(matches)} matches; raise --max)\n")
     return 0 if matches else 1
+
+
+def cmd_why(args) -> int:
+    from .provenance import explain
+
+    with _host(args) as host:
+        tree = _tree(host, args)
+        if host.name != "local" and not args.no_snapshot:
+            tree = tree.snapshot()
+        snapshot = _remote_log(host, args.log) if args.log else None
+        config = _model_config(host, args.model_config, snapshot)
+        result = explain(tree, args.flag, snapshot, config)
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        sys.stdout.write(result.to_text() + "\n")
+    return 0
+
+
+def _remote_log(host, path: str):
+    from .server_args import parse_log
+
+    return parse_log(host.read_text(path))
+
+
+def _model_config(host, path: str | None, snapshot):
+    """The model's config.json as a dict: the one named, or the one beside the logged model_path."""
+    if path is None and snapshot is not None:
+        model_path = snapshot.get("model_path")
+        if isinstance(model_path, str) and model_path.startswith("/"):
+            candidate = model_path.rstrip("/") + "/config.json"
+            path = candidate if host.exists(candidate) else None
+    if path is None:
+        return None
+    try:
+        return json.loads(host.read_text(path))
+    except json.JSONDecodeError as exc:
+        raise KitError(f"{path} on {host.name} is not valid JSON ({exc})",
+                       hint="pass the model's config.json with --model-config") from None
+
+
+def cmd_args_parse(args) -> int:
+    from .server_args import parse_log_all, parse_log_file_all
+
+    if args.logfile == "-":
+        snaps = parse_log_all(sys.stdin.buffer.read())
+    else:
+        snaps = parse_log_file_all(_local_file(args.logfile))
+    chosen = snaps if args.all else snaps[-1:]
+    if args.json:
+        _emit_json([_snapshot_dict(s) for s in chosen] if args.all else _snapshot_dict(chosen[0]))
+        return 0
+    for snap in chosen:
+        sys.stdout.write(repr(snap)[1:-1] + "\n")
+        width = max(map(len, snap.fields), default=0)
+        for name, value in snap.fields.items():
+            sys.stdout.write(f"  {name:<{width}} = {snap.raw.get(name, repr(value))}\n")
+        if snap.truncated:
+            sys.stdout.write(f"  ... line cut off at character {snap.stopped_at}; fields after it are unknown\n")
+    return 0
+
+
+def _snapshot_dict(snap) -> dict:
+    return {"form": snap.form, "stage": snap.stage, "version": snap.version, "truncated": snap.truncated,
+            "stopped_at": snap.stopped_at, "source": snap.source, "line": snap.line,
+            "fields": {k: snap.raw.get(k, v) for k, v in snap.fields.items()},
+            "not_literal": sorted(snap.raw),
+            "internal_differences": [list(d) for d in snap.internal_differences]}
+
+
+def _local_file(path: str) -> str:
+    import os
+
+    if not os.path.isfile(path):
+        raise KitError(f"no such file: {path}", hint="give the path of a file on this machine")
+    return path
+
+
+def _side(path: str, args):
+    """A log, a /server_info JSON, or a launch command, as a mapping of fields."""
+    from .server_args import flag_table, from_server_info, parse_command, parse_log_file_all
+
+    text = open(_local_file(path), "rb").read(4096).decode("utf-8", "replace")
+    if text.lstrip().startswith("{"):
+        with open(path, "rb") as fh:
+            return from_server_info(fh.read())
+    if "server_args=" in text or _mentions(path, b"server_args="):
+        return parse_log_file_all(path)[-1]
+    with open(path, errors="replace") as fh:
+        command = fh.read()
+    return parse_command(command, flag_table(_diff_tree(args)))
+
+
+def _mentions(path: str, needle: bytes) -> bool:
+    """Whether a (possibly huge) file contains ``needle``, read in blocks."""
+    with open(path, "rb") as fh:
+        tail = b""
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            if needle in tail + block:
+                return True
+            tail = block[-len(needle):]
+    return False
+
+
+def _diff_tree(args):
+    from .hosts import LocalHost
+    from .source import SourceTree, cache_dir, install_package_source
+
+    if args.package_dir:
+        return SourceTree.at(LocalHost(), args.package_dir)
+    if args.sglang:
+        prefix = cache_dir() / "trees" / f"sglang-{args.sglang}"
+        return SourceTree.at(LocalHost(), install_package_source("sglang", args.sglang, prefix=str(prefix)))
+    raise KitError("a launch command needs sglang's flag table to be read",
+                   hint="add --sglang 0.5.11 (the release the command was written for) or --package-dir DIR")
+
+
+def cmd_args_diff(args) -> int:
+    from .server_args import diff
+
+    frame = diff(_side(args.a, args), _side(args.b, args))
+    if args.json:
+        _emit_json({"a": args.a, "b": args.b, "differences": [
+            {"flag": r.flag, "a": _plain(r.a), "b": _plain(r.b)} for r in frame.itertuples(index=False)]})
+        return 0
+    if frame.empty:
+        sys.stdout.write("no differences\n")
+        return 0
+    width = max(len(str(f)) for f in frame["flag"])
+    sys.stdout.write(f"{'flag':<{width}}  A: {args.a}\n{'':<{width}}  B: {args.b}\n")
+    for row in frame.itertuples(index=False):
+        sys.stdout.write(f"{row.flag:<{width}}  {_plain(row.a)!r:>24} -> {_plain(row.b)!r}\n")
+    return 0
+
+
+def _plain(value):
+    import pandas as pd
+
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
 
 
 def _report(exc: KitError) -> None:

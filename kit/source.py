@@ -608,7 +608,7 @@ class SourceTree:
 
         Accepts "srt/server_args.py", "sglang/srt/server_args.py" or an absolute path inside root.
         """
-        if not isinstance(path, str) or not path.strip() or "\0" in path:
+        if not isinstance(path, str) or not path or "\0" in path:
             raise SourceInputError(f"not a usable file path: {path!r}")
         if posixpath.isabs(path):
             norm = posixpath.normpath(path)
