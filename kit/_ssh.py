@@ -43,6 +43,7 @@ from .hosts import (
     _HelperConnection,
     _NoPython,
     _Pending,
+    _take_frame,
 )
 
 __all__ = ["SSHHost", "fingerprint"]
@@ -647,14 +648,7 @@ class _ExecFallback:
                 threading.Thread(target=self._kill, args=(job,), daemon=True).start()
 
     def next_frame(self, pending: _Pending, deadline: float | None):
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            kind, payload = pending.frames.get(timeout=wait)
-        except queue.Empty:
-            raise TimeoutError from None
-        if kind == _DEAD:
-            raise _Dead(payload.decode())
-        return kind, payload
+        return _take_frame(pending, deadline)
 
     def forget(self, pending: _Pending) -> None:
         with self._lock:

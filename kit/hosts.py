@@ -129,6 +129,18 @@ class _Pending:
         self.consumed = 0
 
 
+def _take_frame(pending: _Pending, deadline: float | None) -> tuple[int, bytes]:
+    """The next frame of a request; TimeoutError past the deadline, _Dead if the connection went."""
+    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        kind, payload = pending.frames.get(timeout=wait)
+    except queue.Empty:
+        raise TimeoutError from None
+    if kind == _DEAD:
+        raise _Dead(payload.decode())
+    return kind, payload
+
+
 class _HelperConnection:
     """Client side of the helper protocol, over any byte pipe.
 
@@ -247,14 +259,11 @@ class _HelperConnection:
             raise _Dead(self.dead_reason or str(exc)) from exc
 
     def next_frame(self, pending: _Pending, deadline: float | None) -> tuple[int, bytes]:
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            kind, payload = pending.frames.get(timeout=wait)
-        except queue.Empty:
-            raise TimeoutError from None
-        if kind == _DEAD:
+            kind, payload = _take_frame(pending, deadline)
+        except _Dead:
             self.forget(pending)
-            raise _Dead(payload.decode())
+            raise
         if kind in (_K_STDOUT, _K_STDERR):
             self._ack(pending, len(payload))
         return kind, payload
