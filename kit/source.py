@@ -133,6 +133,16 @@ class SourceSnippet:
         self.marks[lineno] = label
         return self
 
+    def mark_spans(self) -> list[tuple[str, str]]:
+        """Marks as ("1228-1230", label), consecutive lines with one label joined."""
+        spans: list[list] = []
+        for n, label in sorted(self.marks.items()):
+            if spans and spans[-1][1] == n - 1 and spans[-1][2] == label:
+                spans[-1][1] = n
+            else:
+                spans.append([n, n, label])
+        return [(f"{a}-{b}" if a != b else f"{a}", label) for a, b, label in spans]
+
     def find(self, pattern: str, flags: int = 0) -> list[int]:
         """Line numbers whose text matches the regex, so marks never hard-code a line."""
         rx = re.compile(pattern, flags)
@@ -175,7 +185,7 @@ class SourceSnippet:
         )
         body = syntax
         if self.marks:
-            notes = Text("\n".join(f"> {n}: {label}" for n, label in sorted(self.marks.items())))
+            notes = Text("\n".join(f"> {span}: {label}" for span, label in self.mark_spans()))
             body = Group(syntax, notes)
         return Panel(body, title=Text(repr(self)[1:-1]), title_align="left")
 
@@ -198,7 +208,7 @@ class SourceSnippet:
         )
         code = highlight(self.text + "\n", lexer, fmt)
         notes = "".join(
-            f"<li><code>{n}</code>: {html.escape(label)}</li>" for n, label in sorted(self.marks.items())
+            f"<li><code>{span}</code>: {html.escape(label)}</li>" for span, label in self.mark_spans()
         )
         head = f"<div style='font-family:monospace'><b>{html.escape(repr(self)[1:-1])}</b></div>"
         return head + code + (f"<ul>{notes}</ul>" if notes else "")

@@ -567,3 +567,10 @@ def test_install_refuses_unsafe_wheels(tmp_path):
     assert not (tmp_path / "outside.py").exists() and not (tmp_path / "env" / "outside.py").exists()
     site = tmp_path / "env" / "lib" / "python3.12" / "site-packages"
     assert not site.exists() or os.listdir(site) == []  # nothing written, no marker
+
+
+def test_mark_spans_join_consecutive_lines_with_one_label():
+    snippet = SourceSnippet("srt/x.py", 10, 14, ["a", "b", "c", "d", "e"], 20)
+    snippet.mark(11, "rule 8").mark(12, "rule 8").mark(13, "rule 8").mark(14, "other")
+    assert snippet.mark_spans() == [("11-13", "rule 8"), ("14", "other")]
+    assert "11-13</code>: rule 8" in snippet._repr_html_()
