@@ -1,0 +1,285 @@
+"""The dry-run's parts that need no sglang environment: profiles, versions, launches, messages, setup steps.
+
+The incident itself, resolved by the real sglang 0.5.11 code, is in test_dryrun_incident.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kit.dryrun as dryrun
+from kit.cli import build_parser
+from kit.dryrun import _env, _inside
+from kit.dryrun._result import Change, LogMessage, attach_messages, build_changes, in_place_changes
+from kit.dryrun._run import _prepare
+from kit.errors import KitError, ModelConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "tests" / "data" / "provenance" / "qwen3.6-27b" / "config.json"
+
+
+# --------------------------------------------------------------------------- GPU profiles
+
+
+def test_the_issue_s_gpus_are_profiled_with_every_figure():
+    profiles = dryrun.gpu_profiles()
+    assert set(profiles) == {"a6000", "a100-40gb", "a100-80gb", "l40s", "h100", "h200", "rtx4090"}
+    a6000 = profiles["a6000"]
+    assert (a6000.name, a6000.memory_mib, a6000.sm, a6000.hopper, a6000.blackwell) == (
+        "NVIDIA RTX A6000", 49140, 86, False, False)
+    for p in profiles.values():
+        assert p.bandwidth_gbs > 100 and p.bf16_tflops > 50, p
+        # The flags are data too; they must say what the SM says.
+        assert p.hopper == (p.sm // 10 == 9) and p.blackwell == (p.sm // 10 in (10, 11, 12)), p
+
+
+@pytest.mark.parametrize("name", ["a6000", "A6000", "RTX A6000", "NVIDIA RTX A6000", "rtx-a6000"])
+def test_gpu_names_are_forgiving(name):
+    assert dryrun.gpu_profile(name).key == "a6000"
+
+
+def test_unknown_gpu_lists_the_known_ones():
+    with pytest.raises(dryrun.UnknownGPU) as err:
+        dryrun.gpu_profile("b200")
+    for key in dryrun.gpu_profiles():
+        assert key in err.value.message
+    assert isinstance(err.value, KitError) and "gpus.yaml" in err.value.hint
+
+
+def test_probe_answers_follow_the_profile():
+    a6000 = _inside.probe_answers(dryrun.gpu_profile("a6000").probe_request())
+    assert a6000["get_device_memory_capacity"] == 49140.0 and a6000["get_device_sm"] == 86
+    assert not any(a6000[k] for k in ("is_sm90_supported", "is_sm100_supported", "is_blackwell_supported",
+                                      "is_hopper_with_cuda_12_3"))
+    assert a6000["is_cuda"] is True and a6000["get_device_name"] == "NVIDIA RTX A6000"
+    h100 = _inside.probe_answers(dryrun.gpu_profile("h100").probe_request())
+    assert h100["is_sm90_supported"] and h100["is_hopper_with_cuda_12_3"] and not h100["is_sm100_supported"]
+    old_cuda = dict(dryrun.gpu_profile("h100").probe_request(), cuda_version="12.2")
+    assert not _inside.probe_answers(old_cuda)["is_sm90_supported"]  # sglang also wants CUDA >= 12.3
+    assert set(a6000) == set(_inside.PROBES)
+
+
+# --------------------------------------------------------------------------- versions and pins
+
+
+def test_three_versions_are_supported_and_others_are_refused_clearly():
+    assert {"0.5.10.post1", "0.5.11", "0.5.12"} <= set(dryrun.supported_versions())
+    with pytest.raises(dryrun.UnsupportedVersion) as err:
+        dryrun.resolve("--x", model=CONFIG, sglang="0.4.0")
+    assert "0.4.0" in err.value.message and "0.5.11" in err.value.message
+    assert "Adding an sglang version" in err.value.hint
+
+
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.11", "0.5.12"])
+def test_pins_are_exact_and_torch_is_the_cpu_pin(version):
+    pins = dryrun.requirements(version)
+    assert pins[0] == "torch==2.13.0"
+    names = [p.split("==")[0].lower().replace("_", "-") for p in pins]
+    assert len(names) == len(set(names))
+    assert "sglang" not in names and "torchvision" not in names and "triton" not in names
+    assert all("==" in p for p in pins)
+
+
+def test_sglang_s_own_pins_are_kept():
+    assert "transformers==5.6.0" in dryrun.requirements("0.5.11")
+    assert "transformers==5.3.0" in dryrun.requirements("0.5.10.post1")
+    assert "openai==2.6.1" in dryrun.requirements("0.5.12")
+
+
+def test_a_missing_environment_says_how_to_make_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path))
+    with pytest.raises(dryrun.EnvironmentMissing) as err:
+        dryrun.resolve("--speculative-algorithm EAGLE", model=CONFIG, sglang="0.5.11")
+    assert "sgl-kit dryrun setup --sglang 0.5.11" in err.value.hint
+    assert str(tmp_path) in err.value.message
+
+
+# --------------------------------------------------------------------------- preparing a launch
+
+
+def test_launch_gets_the_model_copy_the_device_and_tp(tmp_path):
+    prepared = _prepare(["--model-path", "/root/models/Q", "--port", "8998"], CONFIG, 2, tmp_path / "m")
+    argv = prepared["launch"]["argv"]
+    assert argv == ["--model-path", str(tmp_path / "m"), "--device", "cuda", "--tp-size", "2", "--port", "8998"]
+    assert prepared["display"] == "/root/models/Q"
+    assert [p.name for p in (tmp_path / "m").iterdir()] == ["config.json"]
+    assert json.loads((tmp_path / "m" / "config.json").read_text()) == json.loads(CONFIG.read_text())
+
+
+def test_launch_keeps_an_explicit_device_and_names_the_model_by_its_folder(tmp_path):
+    prepared = _prepare(["--device=cpu"], CONFIG.parent, None, tmp_path / "m")
+    assert prepared["launch"]["argv"] == ["--model-path", str(tmp_path / "m"), "--device=cpu"]
+    assert prepared["display"] == str(CONFIG.parent)
+
+
+@pytest.mark.parametrize("flag", [["--tp", "4"], ["--tp-size=4"], ["--tensor-parallel-size", "4"]])
+def test_tp_given_twice_is_refused(tmp_path, flag):
+    with pytest.raises(dryrun.DryRunError, match="given twice"):
+        _prepare(flag, CONFIG, 2, tmp_path / "m")
+
+
+def test_model_problems_are_named(tmp_path):
+    with pytest.raises(dryrun.DryRunError, match="needs the model's config.json"):
+        _prepare(["--model-path", "/nowhere/model"], None, None, tmp_path / "a")
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ModelConfigError, match="not a JSON object"):
+        _prepare([], tmp_path / "bad.json", None, tmp_path / "b")
+    with pytest.raises(ModelConfigError, match="no model config"):
+        _prepare([], tmp_path, None, tmp_path / "c")
+
+
+# --------------------------------------------------------------------------- changes and their messages
+
+
+def _write(seq, field, before, after, line, activation=1, is_field=True):
+    return {"kind": "write", "seq": seq, "field": field, "is_field": is_field, "activation": activation,
+            "before": {"repr": repr(before), "json": before, "exact": True},
+            "after": {"repr": repr(after), "json": after, "exact": True},
+            "changed": before != after, "function": "ServerArgs._f", "file": "sglang/srt/server_args.py",
+            "line": line}
+
+
+def _log(seq, message, line, activation=1):
+    return {"kind": "log", "seq": seq, "level": "WARNING", "message": message, "activation": activation,
+            "function": "ServerArgs._f", "file": "sglang/srt/server_args.py", "line": line}
+
+
+def test_a_message_that_names_the_field_announces_it_and_others_stay_silent():
+    events = [
+        _write(1, "max_running_requests", None, 48, 3455, activation=16),
+        _log(2, "Max running requests is reset to 48 for speculative decoding.", 3456, activation=16),
+        _log(3, "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.", 3481,
+             activation=16),
+        _write(4, "speculative_num_steps", None, 3, 3524, activation=16),
+        _write(5, "disable_piecewise_cuda_graph", False, True, 1230, activation=7),
+    ]
+    changes, writes, messages = build_changes(events, explicit=set())
+    by_field = {c.field: c for c in changes}
+    assert [m.line for m in by_field["max_running_requests"].messages] == [3456]
+    assert by_field["speculative_num_steps"].silent  # the spec-v2 note is 43 lines away and names nothing
+    assert by_field["disable_piecewise_cuda_graph"].silent
+    assert len(messages) == 2
+
+
+def test_a_neighbouring_message_counts_only_in_the_same_call():
+    events = [
+        _write(1, "page_size", None, 64, 1750, activation=3),
+        _log(2, "Setting page size to 64 for DeepSeek DSA.", 1751, activation=3),
+        _log(3, "Using a different thing.", 1752, activation=4),
+        _write(4, "kv_cache_dtype", "auto", "fp8_e4m3", 1753, activation=5),
+    ]
+    changes, _, _ = build_changes(events, explicit=set())
+    page, kv = changes
+    assert [m.seq for m in page.messages] == [2]
+    assert kv.silent  # a record from another call is no announcement, however close
+
+
+def test_the_verb_of_a_field_name_is_not_needed_to_name_it():
+    writes = [Change("disable_piecewise_cuda_graph", False, True, "False", "True", "f", "x.py", 10, seq=1,
+                     activation=1)]
+    attach_messages(writes, [LogMessage("INFO", "Piecewise CUDA graph is disabled for this model.",
+                                        line=40, seq=2, activation=1)])
+    assert not writes[0].silent
+
+
+def test_writes_that_keep_the_value_are_writes_but_not_changes():
+    changes, writes, _ = build_changes([_write(1, "disable_piecewise_cuda_graph", False, False, 1197),
+                                        _write(2, "model_config", None, "x", 6735, is_field=False)], set())
+    assert changes == [] and [w.line for w in writes] == [1197]
+
+
+def test_a_value_changed_in_place_is_reported_without_a_site():
+    initial = {"cuda_graph_bs": {"repr": "[1, 2]", "json": [1, 2]}, "port": {"repr": "1", "json": 1}}
+    final = {"cuda_graph_bs": {"repr": "[1, 2, 4]", "json": [1, 2, 4]}, "port": {"repr": "1", "json": 1}}
+    (change,) = in_place_changes(initial, final, [], {"cuda_graph_bs"})
+    assert (change.field, change.kind, change.after, change.explicit, change.where) == (
+        "cuda_graph_bs", "in place", [1, 2, 4], True, "-")
+
+
+def test_describe_keeps_json_values_and_the_repr_of_others():
+    assert _inside.describe([1, "a", None]) == {"repr": "[1, 'a', None]", "json": [1, "a", None], "exact": True}
+    assert _inside.describe((1, 2))["exact"] is False
+    nan = _inside.describe(float("nan"))
+    assert nan["json"] is None and nan["repr"] == "nan"
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_the_documented_command_forms_parse():
+    parser = build_parser()
+    setup = parser.parse_args(["dryrun", "setup", "--sglang", "0.5.11"])
+    assert (setup.action, setup.sglang) == ("setup", "0.5.11")
+    run = parser.parse_args(["dryrun", "--sglang", "0.5.11", "--model", "c.json", "--gpu", "a6000", "--tp", "2",
+                             "--json"])
+    assert (run.action, run.model, run.gpu, run.tp, run.json) == ("run", "c.json", "a6000", 2, True)
+    why = parser.parse_args(["why", "disable_piecewise_cuda_graph", "--dryrun", "--model", "c.json", "--tp", "2"])
+    assert why.dryrun and why.tp == 2 and why.target == "local"
+
+
+def test_cli_lists_gpus_and_refuses_unknown_ones():
+    script = Path(sys.executable).with_name("sgl-kit")
+    proc = subprocess.run([script, "dryrun", "gpus"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "NVIDIA RTX A6000" in proc.stdout and "49140 MiB" in proc.stdout
+    proc = subprocess.run([script, "dryrun", "--gpu", "b200", "--model", str(CONFIG), "--", "--tp-size", "2"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown GPU 'b200'" in proc.stderr and "h100" in proc.stderr
+
+
+# --------------------------------------------------------------------------- setup: steps, markers, failures
+
+
+def test_setup_fails_naming_the_step_and_package_and_resumes_from_markers(tmp_path, monkeypatch):
+    """A real venv and a real pip, kept off the network: the index is off and find-links is empty."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "requirements-9.9.9.txt").write_text("torch==2.13.0\nsix==1.17.0\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    monkeypatch.setattr(_env, "DATA_DIR", data)
+    monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    seen = []
+    with pytest.raises(dryrun.SetupFailed) as err:
+        dryrun.setup("9.9.9", progress=lambda step: seen.append((step.name, step.state)))
+    assert (err.value.step, err.value.package) == ("torch", "torch==2.13.0")
+    assert "torch==2.13.0" in err.value.message and "finished steps are kept" in err.value.hint
+    assert seen == [("venv", "running"), ("venv", "done"), ("torch", "running")]
+    env = dryrun.environment("9.9.9")
+    assert (env.markers / "venv.done").is_file() and not env.ready
+
+    seen.clear()
+    with pytest.raises(dryrun.SetupFailed):
+        dryrun.setup("9.9.9", progress=lambda step: seen.append((step.name, step.state)))
+    assert seen[:2] == [("venv", "cached"), ("torch", "running")]
+
+    # A package step that fails names the one package pip could not get.
+    with pytest.raises(dryrun.SetupFailed) as err:
+        _env._install_chunk(env, ["six==1.17.0"], "packages-1")
+    assert (err.value.step, err.value.package) == ("packages-1", "six==1.17.0")
+
+
+def test_setup_refuses_a_python_that_is_not_3_11(monkeypatch):
+    with pytest.raises(dryrun.SetupFailed) as err:
+        _env.find_python("/bin/true")
+    assert "Python 3.11" in err.value.message and "SGL_KIT_DRYRUN_PYTHON" in err.value.hint
+
+
+def test_errors_from_below_sglang_are_limits_of_the_dry_run_not_startup_errors():
+    from traceback import FrameSummary
+
+    torch_frame = FrameSummary("/env/site-packages/torch/cuda/__init__.py", 400, "_lazy_init")
+    assert _inside._from_missing_hardware(AssertionError("Torch not compiled with CUDA enabled"), torch_frame)
+    stub = FrameSummary(_inside.__file__, 90, "__call__")
+    assert _inside._from_missing_hardware(RuntimeError("x is a dry-run stand-in"), stub)
+    rule = FrameSummary("/env/site-packages/sglang/srt/server_args.py", 2453, "_handle_mamba_radix_cache")
+    assert not _inside._from_missing_hardware(ValueError("not compatible with radix cache"), rule)
+    assert not _inside._from_missing_hardware(ValueError("--x needs CUDA 12.8"), rule)  # sglang's own check
+    config = FrameSummary("/env/site-packages/transformers/configuration_utils.py", 700, "get_config_dict")
+    assert not _inside._from_missing_hardware(ValueError("Unrecognized model in /m"), config)
