@@ -92,11 +92,6 @@ def test_line_range_past_the_end_is_a_clear_error(pkg):
     assert "Traceback" not in proc.stderr
 
 
-def test_lab_target_is_not_available_yet():
-    proc = sgl_kit("run", "lab", "--", "true")
-    assert proc.returncode == 2 and "lab" in proc.stderr and "->" in proc.stderr
-
-
 @pytest.mark.ssh
 def test_unknown_host_key_exit_status_and_advice(sshd, tmp_path):
     empty = tmp_path / "known_hosts"

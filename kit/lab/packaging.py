@@ -1,0 +1,185 @@
+"""What the lab's host needs installed, as wheels built or fetched on this machine.
+
+A remote lab host needs nothing but ``python3``. The kit travels as a wheel built here
+from the installed ``kit`` package, and so do the third-party packages that
+``python -m kit.lab.launch_server`` imports, fetched once with ``pip download`` for the
+remote's Python version and platform and cached. The list of those packages is not
+written down: it is what importing the server actually loads, so it cannot drift.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+from kit.errors import KitError
+
+__all__ = ["kit_wheel", "local_pth", "runtime_requirements", "runtime_wheels", "sglang_wheel", "sha256"]
+
+_KIT = Path(__file__).resolve().parent.parent
+_DIST = "sglang_investigation_kit"
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed zip timestamps: the same files give the same wheel
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _cache() -> Path:
+    from kit.source import cache_dir
+
+    return cache_dir() / "lab-wheels"
+
+
+def sglang_wheel(version: str) -> Path:
+    """The sglang wheel in the kit's download cache, fetched with pip the first time."""
+    from kit.source import _cached_wheel, _download_wheel, cache_dir
+
+    wheels = cache_dir() / "wheels"
+    return _cached_wheel(wheels, "sglang", version) or _download_wheel(wheels, "sglang", version)
+
+
+# --------------------------------------------------------------------------- the kit as a wheel
+
+
+def _kit_files() -> list[Path]:
+    return sorted(p for p in _KIT.rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"))
+
+
+def kit_wheel() -> Path:
+    """A wheel of the installed kit package (pure Python), rebuilt when its files change."""
+    from kit import __version__
+
+    files = _kit_files()
+    out = _cache() / "kit" / f"{_DIST}-{__version__}-py3-none-any.whl"
+    content = hashlib.sha256(b"".join(p.relative_to(_KIT.parent).as_posix().encode() + b"\0" + p.read_bytes()
+                                      for p in files)).hexdigest()
+    stamp = out.with_suffix(".content")
+    if out.is_file() and stamp.is_file() and stamp.read_text() == content:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".part")
+    _write_wheel(tmp, files, __version__)
+    os.replace(tmp, out)
+    stamp.write_text(content)
+    return out
+
+
+def _write_wheel(path: Path, files: list[Path], version: str) -> None:
+    info = f"{_DIST}-{version}.dist-info"
+    entries = [(p.relative_to(_KIT.parent).as_posix(), p.read_bytes()) for p in files]
+    entries += [
+        (f"{info}/METADATA", f"Metadata-Version: 2.1\nName: sglang-investigation-kit\nVersion: {version}\n".encode()),
+        (f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: kit.lab.packaging\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+        (f"{info}/top_level.txt", b"kit\n"),
+    ]
+    record = [f"{name},sha256={_urlsafe(data)},{len(data)}" for name, data in entries] + [f"{info}/RECORD,,"]
+    entries.append((f"{info}/RECORD", ("\n".join(record) + "\n").encode()))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries:
+            zi = zipfile.ZipInfo(name, _EPOCH)
+            zi.external_attr = 0o644 << 16
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(zi, data)
+
+
+def _urlsafe(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+# --------------------------------------------------------------------------- third-party packages
+
+
+_PROBE = """
+import importlib.metadata as md, json, sys
+import kit.lab.launch_server, yaml  # yaml: the server loads its scenario with it
+dists = md.packages_distributions()
+skip = set(sys.stdlib_module_names) | set(sys.builtin_module_names) | {"kit", "__main__"}
+found = {}
+for mod in sorted({m.split(".")[0] for m in sys.modules} - skip):
+    for dist in dists.get(mod, []):
+        if dist.lower() != "setuptools":
+            found[dist] = md.version(dist)
+print(json.dumps(found))
+"""
+
+
+def runtime_requirements() -> dict[str, str]:
+    """{distribution: version} of every third-party package the lab server imports here."""
+    res = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        raise KitError(f"could not list what the lab server imports: {res.stderr.strip()[-500:]}",
+                       hint="check that `python -m kit.lab.launch_server --help` imports on this machine")
+    return json.loads(res.stdout)
+
+
+def _platforms(info: dict) -> list[str]:
+    arch = info["machine"]
+    libc, version = info.get("libc") or ["", ""]
+    if libc != "glibc":
+        raise KitError(f"the lab host's C library is {libc or 'unknown'}, not glibc; no wheels fit it",
+                       hint="run the lab on a glibc Linux host (Debian, Ubuntu, RHEL, ...)")
+    minor = int(str(version).split(".")[1]) if "." in str(version) else 17
+    return [f"manylinux_2_{m}_{arch}" for m in range(minor, 16, -1)] + [f"manylinux2014_{arch}", "linux_" + arch]
+
+
+def runtime_wheels(info: dict) -> list[Path]:
+    """Wheels of the server's third-party imports for the remote's python and platform."""
+    wanted = runtime_requirements()
+    pyver = "{}{}".format(*info["version_info"])
+    target = _cache() / f"cp{pyver}-{info['machine']}"
+    target.mkdir(parents=True, exist_ok=True)
+    missing = {d: v for d, v in wanted.items() if _find(target, d, v) is None}
+    if missing:
+        _download(target, missing, info, pyver)
+    return [_find(target, d, v) for d, v in sorted(wanted.items())]
+
+
+def _norm(name: str) -> str:
+    return name.replace("-", "_").replace(".", "_").lower()
+
+
+def _find(directory: Path, dist: str, version: str) -> Path | None:
+    prefix = f"{_norm(dist)}-{version}-"
+    hits = sorted(p for p in directory.glob("*.whl") if p.name.lower().startswith(prefix))
+    return hits[0] if hits else None
+
+
+def _download(target: Path, wanted: dict[str, str], info: dict, pyver: str) -> None:
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            "--disable-pip-version-check", "--python-version", pyver, "--implementation", "cp",
+            "-d", str(target)]
+    for plat in _platforms(info):
+        argv += ["--platform", plat]
+    argv += [f"{d}=={v}" for d, v in sorted(wanted.items())]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    still = [d for d, v in wanted.items() if _find(target, d, v) is None]
+    if res.returncode != 0 or still:
+        tail = " / ".join((res.stderr or res.stdout).strip().splitlines()[-3:])
+        raise KitError(f"could not fetch wheels of {', '.join(still or wanted)} for python {pyver} on "
+                       f"{info['machine']}: {tail}",
+                       hint=f"check PyPI access from this machine, or put the wheels into {target}")
+
+
+# --------------------------------------------------------------------------- local labs
+
+
+def local_pth() -> str:
+    """A .pth for a lab on this machine: it sees this environment's packages and kit."""
+    lines = [f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})"]
+    root = str(_KIT.parent)
+    if not root.startswith(sysconfig.get_paths()["purelib"]):
+        lines.append(root)
+    return "\n".join(lines) + "\n"

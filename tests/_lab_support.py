@@ -1,0 +1,111 @@
+"""Shared pieces of the lab tests: real lab servers (a process, or the app in a thread) and HTTP helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+from kit.lab.api import LabApp
+from kit.lab.engine import Engine
+from kit.lab.http import new_event_loop, serve
+from kit.lab.model import load_scenario, speed_model
+from kit.lab.resolve import load_launches
+
+CONFIG = Path(__file__).resolve().parent.parent / "kit" / "data" / "lab" / "Qwen3.6-27B" / "config.json"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def variant_fields(variant: str = "new", **overrides) -> dict:
+    """The resolved args of one committed launch, as the lab would run them."""
+    fields = dict({x.variant: x for x in load_launches("0.5.11")}[variant].fields)
+    fields.update(overrides)
+    return fields
+
+
+class AppServer:
+    """The lab's HTTP app and engine on a loopback port, in a thread: the API without a process."""
+
+    def __init__(self, fields: dict, scenario: str = "incident") -> None:
+        self.scenario = load_scenario(scenario)
+        self.model = speed_model(self.scenario, fields)
+        self.loop = new_event_loop()
+        self.engine = Engine(self.model, fields, 460000, self.loop)
+        self.app = LabApp(fields, self.engine, json.loads(CONFIG.read_text()), self.scenario.params, "0.5.11")
+        self.app.up = True
+        self.port = 0
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self.thread.start()
+        ready.wait(10)
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(serve(self.app.handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        ready.set()
+        self.loop.run_forever()
+
+    def call(self, func, *args):
+        """Run func in the server's loop (engine state is not thread-safe) and return its result."""
+        done = threading.Event()
+        box = {}
+
+        def run():
+            box["value"] = func(*args)
+            done.set()
+
+        self.loop.call_soon_threadsafe(run)
+        done.wait(10)
+        return box.get("value")
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@contextmanager
+def app_server(fields: dict, scenario: str = "incident"):
+    server = AppServer(fields, scenario)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def request(port: int, method: str, path: str, body=None, headers=None, timeout: float = 30):
+    """(status, headers, body bytes) of one HTTP request to 127.0.0.1:port."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+    hdrs = {"content-type": "application/json"} if isinstance(body, (dict, list)) else {}
+    hdrs.update(headers or {})
+    try:
+        conn.request(method, path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def sse(port: int, path: str, body: dict, timeout: float = 60) -> list:
+    """The `data:` payloads of a streaming response, parsed as JSON (the last is the string [DONE])."""
+    status, headers, raw = request(port, "POST", path, body, timeout=timeout)
+    assert status == 200, raw
+    assert headers.get("content-type", "").startswith("text/event-stream")
+    events = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        payload = block[len("data: "):]
+        events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
