@@ -4,6 +4,8 @@ The public API is what ``__all__`` lists; modules whose names start with an
 underscore are private and may change without notice.
 """
 
+from .bench import BenchConfig, BenchError, BenchRun, Comparison, RequestResult, compare
+from .dryrun import DryRunResult, GpuProfile
 from .errors import (
     AuthenticationFailed,
     CommandFailed,
@@ -40,36 +42,47 @@ from .server_args import (
     parse_log_file,
 )
 from .source import GrepMatch, GrepResult, SourceSnippet, SourceTree
-from .target import connect, parse_target
+from .target import HostInventory, ServerProcess, connect, discover, find_server, inventory, parse_target
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AssignmentSite",
     "AuthenticationFailed",
+    "BenchConfig",
+    "BenchError",
+    "BenchRun",
     "classify",
     "CommandFailed",
     "CommandResult",
     "CommandStream",
     "CommandTimeout",
+    "compare",
+    "Comparison",
     "connect",
     "ConnectError",
     "ConnectionRefused",
     "defaults",
     "diff",
+    "discover",
+    "DryRunResult",
     "explain",
     "FileStat",
+    "find_server",
     "flag_table",
     "FlagExplanation",
     "from_server_info",
+    "GpuProfile",
     "GrepMatch",
     "GrepResult",
     "Guard",
     "Host",
     "HostDisconnected",
     "HostError",
+    "HostInventory",
     "HostKeyChanged",
     "HostUnreachable",
+    "inventory",
     "KitError",
     "LineRangeError",
     "LocalHost",
@@ -81,7 +94,9 @@ __all__ = [
     "parse_target",
     "ParseError",
     "RemoteFileError",
+    "RequestResult",
     "ServerArgsSnapshot",
+    "ServerProcess",
     "SourceError",
     "SourceFileNotFound",
     "SourceSnippet",

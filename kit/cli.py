@@ -80,7 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for register in (_add_run, _add_source, _add_grep, _add_why):
         _common(register(sub), suppress=True)
-    _add_args(sub)
+    from .lab.cli import add_cli as _add_lab  # registers `lab ...` and `args [show] TARGET`
+
+    _add_lab(sub, _add_args(sub))
+    from .bench import add_cli as _add_bench  # registers `bench` and `bench compare`
+
+    _common(_add_bench(sub), suppress=True)
+    from .dryrun import add_cli as _add_dryrun  # registers `dryrun` (setup, run, gpus, versions)
+
+    _add_dryrun(sub)
     return parser
 
 
@@ -151,11 +159,14 @@ def _add_why(sub) -> argparse.ArgumentParser:
     p.add_argument("--model-config", metavar="FILE", help="the model's config.json")
     p.add_argument("--no-snapshot", action="store_true",
                    help="read the remote source file by file instead of copying it once to the local cache")
+    from .dryrun import add_why_options  # --dryrun and the launch it resolves
+
+    add_why_options(p)
     p.set_defaults(func=cmd_why)
     return p
 
 
-def _add_args(sub) -> None:
+def _add_args(sub):
     p = sub.add_parser("args", help="parse or compare effective server arguments",
                        description="Read server_args from logs, /server_info JSON or launch commands.")
     inner = p.add_subparsers(dest="args_command", metavar="ACTION")
@@ -179,6 +190,7 @@ def _add_args(sub) -> None:
     diff.set_defaults(func=cmd_args_diff)
     for q in (parse, diff):
         _common(q, suppress=True)
+    return inner
 
 
 # -- helpers ----------------------------------------------------------------
@@ -200,8 +212,10 @@ def _host(args):
 
 
 def _tree(host, args):
+    from .lab.cli import fill_from_discovery  # target `lab`: the running lab's sglang and log
     from .source import SourceTree
 
+    fill_from_discovery(host, args)
     if args.package_dir:
         return SourceTree.at(host, args.package_dir)
     return SourceTree.locate(host, "sglang", python=args.python)
@@ -327,6 +341,10 @@ def cmd_grep(args) -> int:
 def cmd_why(args) -> int:
     from .provenance import explain
 
+    if args.dryrun:
+        from .dryrun import cmd_why_dryrun
+
+        return cmd_why_dryrun(args)
     with _host(args) as host:
         tree = _tree(host, args)
         if host.name != "local" and not args.no_snapshot:
@@ -482,7 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, rest = argv[:cut], argv[cut + 1 :]
-    args = parser.parse_args(argv)
+    from .lab.cli import route_args_target  # `sgl-kit args lab` is `sgl-kit args show lab`
+
+    args = parser.parse_args(route_args_target(argv))
     args.cmd = rest
     func: Callable = args.func
     try:

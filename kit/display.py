@@ -1,0 +1,134 @@
+"""Rendering for notebooks: the one module that imports IPython, ipywidgets and plotly, and only lazily.
+
+Importing this module costs nothing: every rendering library is imported inside the
+function that needs it, so the rest of the kit (and the CLI) never loads them.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+__all__ = ["ProgressWidget", "ab_comparison", "in_notebook", "rate_distribution", "timeline"]
+
+_OK, _FAILED, _WAIT = "#1f77b4", "#d62728", "#bbbbbb"
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel. Looks only at modules already loaded, so it imports nothing."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or "ipykernel" not in sys.modules:
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class ProgressWidget:
+    """A notebook progress bar for a benchmark: requests done, failures, aggregate tok/s.
+
+    Called with each finished request (anything with ``ok`` and ``output_tokens``).
+    """
+
+    def __init__(self, total: int, description: str = "bench") -> None:
+        import ipywidgets as widgets
+        from IPython.display import display
+
+        self.total = total
+        self.bar = widgets.IntProgress(value=0, min=0, max=max(1, total), description=description[:24],
+                                       bar_style="info", layout=widgets.Layout(width="60%"))
+        self.label = widgets.Label(value=f"0/{total}")
+        self.box = widgets.HBox([self.bar, self.label])
+        self.done = self.failed = self.tokens = 0
+        self.started = time.perf_counter()
+        display(self.box)
+
+    def __call__(self, result: Any) -> None:
+        self.done += 1
+        self.failed += not result.ok
+        self.tokens += result.output_tokens
+        elapsed = time.perf_counter() - self.started
+        self.bar.value = self.done
+        if self.failed:
+            self.bar.bar_style = "warning"
+        rate = f"{self.tokens / elapsed:.0f} tok/s" if elapsed > 0 else ""
+        self.label.value = f"{self.done}/{self.total}, {self.failed} failed, {rate}"
+
+    def close(self) -> None:
+        self.bar.bar_style = "danger" if self.failed == self.done and self.done else (
+            "warning" if self.failed else "success")
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.box)
+
+
+def rate_distribution(runs: dict) -> Any:
+    """Per-request decode tok/s of one or more runs: a box with every request as a point."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, run in runs.items():
+        rates = [r.decode_tok_s for r in run.results if r.ok and r.decode_tok_s is not None]
+        fig.add_trace(go.Box(y=rates, name=str(name), boxpoints="all", jitter=0.4, pointpos=0,
+                             boxmean=True, hovertemplate="%{y:.2f} tok/s<extra></extra>"))
+    fig.update_layout(title="Decode tok/s per request (tokens after the first chunk / time after it)",
+                      yaxis_title="tok/s", showlegend=False, template="plotly_white")
+    return fig
+
+
+def timeline(run: Any) -> Any:
+    """Each request as a line: waiting (grey), to the first token, then decoding; failures in red."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    segments = {"wait": ([], []), "decode": ([], []), "failed": ([], [])}
+    for r in run.results:
+        start = r.start_s
+        end = start + (r.e2e_s or 0.0)
+        if r.wait_s:
+            _segment(segments["wait"], start - r.wait_s, start, r.index)
+        _segment(segments["failed" if not r.ok else "decode"], start, end, r.index)
+    styles = {"wait": (_WAIT, "waiting to be sent"), "decode": (_OK, "in flight"), "failed": (_FAILED, "failed")}
+    for key, (xs, ys) in segments.items():
+        if xs:
+            colour, label = styles[key]
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": 3}, name=label))
+    firsts = [(r.start_s + r.ttft_s, r.index) for r in run.results if r.ttft_s is not None]
+    if firsts:
+        fig.add_trace(go.Scatter(x=[x for x, _ in firsts], y=[y for _, y in firsts], mode="markers",
+                                 marker={"symbol": "line-ns-open", "size": 10, "color": "black"},
+                                 name="first token"))
+    fig.update_layout(title=f"Timeline of {run.name}", xaxis_title="seconds since the run started",
+                      yaxis_title="request", template="plotly_white")
+    return fig
+
+
+def _segment(store: tuple[list, list], x0: float, x1: float, y: int) -> None:
+    xs, ys = store
+    xs.extend([x0, x1, None])
+    ys.extend([y, y, None])
+
+
+def ab_comparison(comparison: Any) -> Any:
+    """A and B side by side, and the bootstrap distribution of B - A with its interval."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    c = comparison
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55],
+                        subplot_titles=("Decode tok/s per request", f"Bootstrap of B - A: {c.verdict}"))
+    for name, rates in ((f"A {c.a}", c.rates_a), (f"B {c.b}", c.rates_b)):
+        fig.add_trace(go.Box(y=rates, name=name, boxpoints="all", jitter=0.4, pointpos=0, boxmean=True),
+                      row=1, col=1)
+    fig.add_trace(go.Histogram(x=c.boot_diffs, nbinsx=60, name="B - A", marker_color="#7f7f7f",
+                               showlegend=False), row=1, col=2)
+    for x, dash in ((c.ci_low, "dash"), (c.ci_high, "dash"), (c.diff, "solid")):
+        fig.add_vline(x=x, line_dash=dash, line_color="black", row=1, col=2)
+    fig.add_vline(x=0, line_color=_FAILED, row=1, col=2)
+    fig.update_layout(template="plotly_white", showlegend=False,
+                      title=f"B - A = {c.diff:+.3f} tok/s ({c.rel_diff:+.2%}), "
+                            f"{c.confidence:.0%} CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]")
+    fig.update_xaxes(title_text="tok/s", row=1, col=2)
+    return fig

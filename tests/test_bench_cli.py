@@ -1,0 +1,83 @@
+"""`sgl-kit bench` and `sgl-kit bench compare` from the command line, against the reference server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from reference_server import ReferenceServer, Schedule
+
+from kit.cli import main
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ReferenceServer(Schedule(rate=500.0, ttft=0.005)) as srv:
+        yield srv
+
+
+def _bench(url_or_target, out, *extra):
+    return main(["bench", url_or_target, "--requests", "3", "--max-tokens", "12", "--warmup", "0",
+                 "--out", str(out), *extra])
+
+
+def test_bench_prints_json_and_writes_the_run(server, tmp_path, capsys):
+    assert _bench(server.url, tmp_path / "a.jsonl", "--json", "--api", "openai", "-c", "3") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["totals"]["ok"] == 3 and out["totals"]["output_tokens"] == 36
+    assert out["summary"]["decode_tok_s"]["n"] == 3
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == ["run", "request", "request", "request", "end"]
+
+
+def test_bench_text_output_and_compare(server, tmp_path, capsys):
+    assert _bench(server.url, tmp_path / "a.jsonl", "--label", "before") == 0
+    text = capsys.readouterr().out
+    assert "3/3 ok, 0 failed" in text and "decode_tok_s" in text and f"written to {tmp_path / 'a.jsonl'}" in text
+    assert _bench(server.url, tmp_path / "b.jsonl") == 0
+    capsys.readouterr()
+    assert main(["bench", "compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["a"] == "before" and result["n_a"] == 3
+    assert result["verdict"] in ("improved", "regressed", "no significant change")
+    assert main(["bench", "compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 0
+    assert "verdict: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "compare", "only-one.jsonl"], "compare takes two run files"),
+    (["bench", "compare", "no-such-a.jsonl", "no-such-b.jsonl"], "no run file at no-such-a.jsonl"),
+    (["bench", "http://127.0.0.1:1", "stray"], "unexpected arguments: stray"),
+    (["bench", "lab", "--port", str(_free_port())], "lab"),
+    (["bench", "local", "--port", "0"], "port must be 1..65535"),
+])
+def test_bench_errors_say_what_to_do(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "->" in err
+
+
+def test_a_run_with_only_failures_exits_non_zero(tmp_path, capsys):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "[[fault:500]]"}\n')
+    with ReferenceServer(Schedule(rate=500.0, ttft=0.005)) as srv:
+        assert _bench(srv.url, tmp_path / "f.jsonl", "--prompts", str(prompts), "--json") == 1
+    assert json.loads(capsys.readouterr().out)["totals"]["failures"] == {"http": 3}
+
+
+@pytest.mark.ssh
+def test_bench_over_ssh_forwards_the_server_port(sshd, server, tmp_path, capsys):
+    code = _bench(sshd.alias, tmp_path / "s.jsonl", "--ssh-config", str(sshd.ssh_config),
+                  "--port", str(server.port), "--json")
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["totals"]["ok"] == 3
+    assert out["url"].startswith("http://127.0.0.1:") and not out["url"].endswith(f":{server.port}")
