@@ -20,9 +20,14 @@ CONFIG = Path(__file__).resolve().parent.parent / "kit" / "data" / "lab" / "Qwen
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port that sglang 0.5.11 accepts: it also claims port + 10000 (gRPC), so stay below 55536."""
+    for _ in range(200):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port < 55536:
+            return port
+    raise RuntimeError("no free port below 55536 on 127.0.0.1")
 
 
 def variant_fields(variant: str = "new", **overrides) -> dict:

@@ -182,14 +182,9 @@ def cmd_args_show(args) -> int:
 
 
 def _plain(value):
-    try:
-        import pandas as pd
+    from kit.cli import _plain as plain  # one definition of "JSON-safe cell" for every table
 
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
+    return plain(value)
 
 
 def _args_text(server, snapshot, frame, total: int, args) -> str:
