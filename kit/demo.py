@@ -42,6 +42,27 @@ def mark_rules(snippet: SourceSnippet, pattern: str = r"is_multimodal\b") -> lis
     return marked
 
 
+def _explain_resolved(console, tree) -> None:
+    """Evaluate every rule against the incident's resolved arguments (a committed dry-run snapshot)."""
+    import json
+    from pathlib import Path
+
+    from .provenance import explain
+    from .server_args import parse_log
+
+    data = Path(__file__).parent / "data" / "resolved"
+    launch = data / f"incident-new-{tree.version}.json"
+    if not launch.is_file():
+        return
+    record = json.loads(launch.read_text())
+    snapshot = parse_log(record["server_args_line"])
+    result = explain(tree, "disable_piecewise_cuda_graph", snapshot, data / "models" / "qwen3.6-27b" / "config.json")
+    console.print(f"\n[bold]Which rule fired for the incident's launch[/] (resolved by `{record['made_by'][:60]}...`):")
+    console.print(result.headline)
+    for site in result.fired:
+        console.print(f"  [green]fired[/] {site.where}  {site.function}  {site.rule}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kit.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="0.5.11", help="sglang release to lay out (default: 0.5.11)")
@@ -71,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[yellow]no multimodal rule found in {FUNCTION} of sglang {tree.version}[/]")
         return 1
     label = snippet.marks[marked[0]]
+    _explain_resolved(console, tree)
     console.print(
         f"\n[bold]{label}[/] at {snippet.path}:{marked[0]}-{marked[-1]}: a model whose architecture SGLang "
         "counts as multimodal (Qwen3_5ForConditionalGeneration, even used text-only) gets "
