@@ -28,7 +28,7 @@ from .errors import (
     TargetError,
     UnknownHostKey,
 )
-from .hosts import CommandResult, CommandStream, FileStat, Host, LocalHost, SSHHost
+from .hosts import CommandResult, CommandStream, FileStat, Host, LocalHost
 from .provenance import AssignmentSite, FlagExplanation, Guard, explain
 from .server_args import (
     ServerArgsSnapshot,
@@ -45,6 +45,15 @@ from .source import GrepMatch, GrepResult, SourceSnippet, SourceTree
 from .target import HostInventory, ServerProcess, connect, discover, find_server, inventory, parse_target
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # SSHHost pulls in paramiko; load it only when someone asks for it.
+    if name == "SSHHost":
+        from .hosts import SSHHost
+
+        return SSHHost
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "AssignmentSite",

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import (
     CommandFailed,
@@ -34,6 +35,9 @@ from .errors import (
     HostError,
     RemoteFileError,
 )
+
+if TYPE_CHECKING:
+    from ._ssh import SSHHost
 
 __all__ = ["CommandResult", "CommandStream", "FileStat", "Host", "LocalHost", "SSHHost"]
 
@@ -666,4 +670,11 @@ class LocalHost(Host):
             pass
 
 
-from ._ssh import SSHHost  # noqa: E402  (SSHHost builds on Host above)
+def __getattr__(name: str):
+    # paramiko costs a quarter second to import and is not needed on this
+    # machine's own side of the lab, so SSHHost is loaded on first use.
+    if name == "SSHHost":
+        from ._ssh import SSHHost
+
+        return SSHHost
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .errors import HostError, TargetError
-from .hosts import Host, LocalHost, SSHHost
+from .hosts import Host, LocalHost
 
 __all__ = ["HostInventory", "ServerProcess", "connect", "default_lab_dir", "discover", "find_server",
            "inventory", "parse_target"]
@@ -94,6 +94,8 @@ def connect(target: str = "local", **ssh_options) -> Host:
         options.setdefault("port", spec["port"])
     if spec["user"]:
         options.setdefault("user", spec["user"])
+    from .hosts import SSHHost
+
     return SSHHost(spec["host"], **options)
 
 
