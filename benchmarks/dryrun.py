@@ -99,7 +99,7 @@ def bench_one_dry_run() -> tuple[list[tuple[str, str]], str]:
     t0 = time.perf_counter()
     proc = subprocess.run([str(SGL_KIT), "dryrun", *launch], capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - t0
-    result = dryrun.resolve(_flags(launch), model=_model(), gpu="a6000", tp=2)
+    result = dryrun.dry_run(_flags(launch), model=_model(), gpu="a6000", tp=2)
     rows = [
         ("one dry-run, `sgl-kit dryrun ...` end to end", f"{wall:.1f} s (exit {proc.returncode})"),
         ("  of which sglang import in the environment", f"{result.import_seconds:.1f} s"),
@@ -113,11 +113,11 @@ def bench_batch() -> list[tuple[str, str]]:
     launches = [flags, flags + ["--enforce-piecewise-cuda-graph"], flags + ["--page-size", "16"],
                 flags + ["--chunked-prefill-size", "8192"], flags + ["--max-running-requests", "8"]]
     t0 = time.perf_counter()
-    dryrun.resolve_many(launches, model=_model(), gpu="a6000", tp=2)
+    dryrun.dry_run_many(launches, model=_model(), gpu="a6000", tp=2)
     batch = time.perf_counter() - t0
     t0 = time.perf_counter()
     for launch in launches:
-        dryrun.resolve(launch, model=_model(), gpu="a6000", tp=2)
+        dryrun.dry_run(launch, model=_model(), gpu="a6000", tp=2)
     separate = time.perf_counter() - t0
     return [("five launches, one process (resolve_many)", f"{batch:.1f} s"),
             ("five launches, five processes (resolve x5)", f"{separate:.1f} s")]
@@ -131,7 +131,7 @@ def bench_versions(all_versions: bool) -> list[tuple[str, ...]]:
             rows.append((version, "not set up (pass --all-versions)", "", "", ""))
             continue
         t0 = time.perf_counter()
-        result = dryrun.resolve(_flags(_new_launch()), model=_model(), gpu="a6000", tp=2, sglang=version,
+        result = dryrun.dry_run(_flags(_new_launch()), model=_model(), gpu="a6000", tp=2, sglang=version,
                                 install=all_versions)
         seconds = time.perf_counter() - t0
         piecewise = result.changes_to("disable_piecewise_cuda_graph")

@@ -34,8 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kit.lab.control import Lab  # noqa: E402
-from kit.lab.model import load_scenario, speed_model  # noqa: E402
-from kit.lab.resolve import load_launches  # noqa: E402
+from kit.lab.launches import load_launches  # noqa: E402
+from kit.lab.throughput import load_scenario, throughput_model  # noqa: E402
 
 _COUNT = re.compile(rb'"completion_tokens":(\d+)')
 
@@ -130,7 +130,7 @@ def single_stream(lab: Lab, port: int, tokens: int, repeats: int) -> list[dict]:
         status = lab.restart(variant=launch.variant, port=port, scenario="incident")
         runs = [run_streams(status.port, "/generate", [_generate(tokens, i)])[0] for i in range(repeats)]
         rates = [(r["tokens"] - r["first_tokens"]) / (r["last"] - r["first"]) for r in runs]
-        model = speed_model(scenario, launch.fields)
+        model = throughput_model(scenario, launch.fields)
         calibration = scenario.calibration.get(launch.variant, {})
         rows.append({"variant": launch.variant, "tok_s": statistics.mean(rates), "tok_s_sd": statistics.pstdev(rates),
                      "ttft_ms": statistics.mean((r["first"] - r["start"]) * 1e3 for r in runs),

@@ -14,8 +14,10 @@ import argparse
 import re
 import sys
 
+from ._paths import cache_dir
+from ._wheels import install_package_source
 from .errors import KitError
-from .source import SourceSnippet, SourceTree, cache_dir, install_package_source
+from .source import SourceSnippet, SourceTree
 from .target import connect
 
 __all__ = ["mark_rules", "main"]

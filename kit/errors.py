@@ -2,32 +2,74 @@
 
 Every message says what was tried, where, and what to do next, because the
 person reading it is usually on a production box at night with no time to
-read our source.
+read our source. Every error the kit raises on purpose is defined here, and
+nowhere else (``tests/test_layers.py`` checks it)::
+
+    KitError                      hint: what to do next
+    ├── HostError                 host: where it happened
+    │   ├── ConnectError
+    │   │   ├── HostUnreachable
+    │   │   ├── ConnectionRefused
+    │   │   ├── AuthenticationFailed
+    │   │   ├── UnknownHostKey
+    │   │   └── HostKeyChanged
+    │   ├── HostDisconnected
+    │   ├── CommandFailed         result: the CommandResult
+    │   ├── CommandTimeout        partial: what ran before the kill
+    │   └── RemoteFileError
+    ├── SourceError
+    │   ├── PackageNotFound
+    │   ├── SourceFileNotFound
+    │   ├── LineRangeError
+    │   ├── SymbolNotFound
+    │   ├── AmbiguousSymbol
+    │   └── SourceInputError      also a ValueError
+    ├── ParseError                position: where parsing stopped
+    ├── TargetError
+    ├── ModelConfigError
+    ├── UnknownGPU                also a ValueError
+    ├── BenchError
+    ├── DryRunError
+    │   ├── UnsupportedVersion    also a ValueError
+    │   ├── EnvironmentMissing
+    │   └── SetupFailed           step, package: which step failed
+    └── LabError
+        └── LabArgsError
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "KitError",
-    "HostError",
-    "ConnectError",
-    "HostUnreachable",
-    "ConnectionRefused",
+    "AmbiguousSymbol",
     "AuthenticationFailed",
-    "UnknownHostKey",
-    "HostKeyChanged",
-    "HostDisconnected",
+    "BenchError",
     "CommandFailed",
     "CommandTimeout",
-    "RemoteFileError",
-    "SourceError",
-    "PackageNotFound",
-    "SourceFileNotFound",
+    "ConnectError",
+    "ConnectionRefused",
+    "DryRunError",
+    "EnvironmentMissing",
+    "HostDisconnected",
+    "HostError",
+    "HostKeyChanged",
+    "HostUnreachable",
+    "KitError",
+    "LabArgsError",
+    "LabError",
     "LineRangeError",
-    "SymbolNotFound",
-    "ParseError",
-    "TargetError",
     "ModelConfigError",
+    "PackageNotFound",
+    "ParseError",
+    "RemoteFileError",
+    "SetupFailed",
+    "SourceError",
+    "SourceFileNotFound",
+    "SourceInputError",
+    "SymbolNotFound",
+    "TargetError",
+    "UnknownGPU",
+    "UnknownHostKey",
+    "UnsupportedVersion",
 ]
 
 
@@ -134,6 +176,14 @@ class SymbolNotFound(SourceError):
     """No function or class of that qualified name in the source."""
 
 
+class AmbiguousSymbol(SourceError):
+    """A qualified name matches definitions in more than one file."""
+
+
+class SourceInputError(SourceError, ValueError):
+    """A path, pattern or name given to a SourceTree is unusable (e.g. escapes the package root)."""
+
+
 class ParseError(KitError):
     """Input could not be parsed; the message says where parsing stopped."""
 
@@ -148,3 +198,40 @@ class TargetError(KitError):
 
 class ModelConfigError(KitError):
     """A model's config.json could not be read or is not a JSON object."""
+
+
+class UnknownGPU(KitError, ValueError):
+    """The GPU named is not one of the profiles in kit/data/gpus.yaml."""
+
+
+class BenchError(KitError):
+    """A benchmark could not run at all (bad options, unreachable target, unreadable run file)."""
+
+
+class DryRunError(KitError):
+    """Base of the dry-run's errors."""
+
+
+class UnsupportedVersion(DryRunError, ValueError):
+    """No dry-run environment can be built for this sglang version."""
+
+
+class EnvironmentMissing(DryRunError):
+    """The dry-run environment for this version has not been set up yet."""
+
+
+class SetupFailed(DryRunError):
+    """A setup step failed; `step` and `package` say which."""
+
+    def __init__(self, message: str, *, step: str, package: str | None = None, hint: str = "") -> None:
+        self.step = step
+        self.package = package
+        super().__init__(message, hint=hint)
+
+
+class LabError(KitError):
+    """The lab could not be prepared, started or stopped."""
+
+
+class LabArgsError(LabError):
+    """The lab cannot resolve these flags without the dry-run."""

@@ -31,7 +31,8 @@
 
 # %%
 import kit.lab
-from kit.target import connect, discover, find_server, inventory
+from kit.lab import find_target_server
+from kit.target import connect, discover, inventory
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -77,7 +78,7 @@ servers = discover(host)
 servers
 
 # %%
-server = find_server(host, target, port=server_port or None, servers=servers)
+server = find_target_server(host, target, port=server_port or None, servers=servers)
 server
 
 # %% [markdown]

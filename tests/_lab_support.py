@@ -13,8 +13,8 @@ from pathlib import Path
 from kit.lab.api import LabApp
 from kit.lab.engine import Engine
 from kit.lab.http import new_event_loop, serve
-from kit.lab.model import load_scenario, speed_model
-from kit.lab.resolve import load_launches
+from kit.lab.launches import load_launches
+from kit.lab.throughput import load_scenario, throughput_model
 
 CONFIG = Path(__file__).resolve().parent.parent / "kit" / "data" / "lab" / "Qwen3.6-27B" / "config.json"
 
@@ -42,7 +42,7 @@ class AppServer:
 
     def __init__(self, fields: dict, scenario: str = "incident") -> None:
         self.scenario = load_scenario(scenario)
-        self.model = speed_model(self.scenario, fields)
+        self.model = throughput_model(self.scenario, fields)
         self.loop = new_event_loop()
         self.engine = Engine(self.model, fields, 460000, self.loop)
         self.app = LabApp(fields, self.engine, json.loads(CONFIG.read_text()), self.scenario.params, "0.5.11")

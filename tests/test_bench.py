@@ -157,9 +157,9 @@ def test_usage_only_at_the_end_gives_the_total_flagged(server, tmp_path):
 
 
 def test_openai_asks_for_continuous_usage(server, tmp_path):
-    from kit.bench import _payload
+    from kit.bench.client import payload
 
-    body = _payload(BenchConfig(api="openai"), {"prompt": "hi"}, "m")
+    body = payload(BenchConfig(api="openai"), {"prompt": "hi"}, "m")
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     assert body["ignore_eos"] is True and body["max_tokens"] == 256
 
@@ -313,10 +313,11 @@ def test_tokens_in_the_first_chunk_are_not_decode_tokens(tmp_path):
 
 def test_progress_bars_count_requests_and_failures(capsys):
     from kit import display
-    from kit.bench import RequestResult, _TerminalProgress
+    from kit.bench import RequestResult
+    from kit.bench.load import TerminalProgress
 
     results = [RequestResult(i, ok=i != 2, output_tokens=10) for i in range(4)]
-    bar = _TerminalProgress(4, "bench")
+    bar = TerminalProgress(4, "bench")
     for r in results:
         bar(r)
     bar.close()

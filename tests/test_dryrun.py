@@ -70,7 +70,7 @@ def test_probe_answers_follow_the_profile():
 def test_three_versions_are_supported_and_others_are_refused_clearly():
     assert {"0.5.10.post1", "0.5.11", "0.5.12"} <= set(dryrun.supported_versions())
     with pytest.raises(dryrun.UnsupportedVersion) as err:
-        dryrun.resolve("--x", model=CONFIG, sglang="0.4.0")
+        dryrun.dry_run("--x", model=CONFIG, sglang="0.4.0")
     assert "0.4.0" in err.value.message and "0.5.11" in err.value.message
     assert "Adding an sglang version" in err.value.hint
 
@@ -94,7 +94,7 @@ def test_sglang_s_own_pins_are_kept():
 def test_a_missing_environment_says_how_to_make_it(tmp_path, monkeypatch):
     monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path))
     with pytest.raises(dryrun.EnvironmentMissing) as err:
-        dryrun.resolve("--speculative-algorithm EAGLE", model=CONFIG, sglang="0.5.11")
+        dryrun.dry_run("--speculative-algorithm EAGLE", model=CONFIG, sglang="0.5.11")
     assert "sgl-kit dryrun setup --sglang 0.5.11" in err.value.hint
     assert str(tmp_path) in err.value.message
 

@@ -63,7 +63,7 @@ def incident(env_0511) -> dict[str, dryrun.DryRunResult]:
         # check_server_args, which the server runs before it logs its args, refuses this one.
         "page-size-check": [*base, "--page-size", "16", "--chunked-prefill-size", "100"],
     }
-    results = dryrun.resolve_many(list(launches.values()), model=ROOT / first.model, gpu=first.gpu,
+    results = dryrun.dry_run_many(list(launches.values()), model=ROOT / first.model, gpu=first.gpu,
                                   tp=first.tp, sglang=first.sglang)
     return dict(zip(launches, results, strict=True))
 

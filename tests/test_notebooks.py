@@ -1,4 +1,4 @@
-"""Every notebook runs with papermill against the lab on a box reached over real SSH (DESIGN.md §6).
+"""Every notebook runs with papermill against the lab on a box reached over real SSH (docs/architecture.md, "Where to add things").
 
 The sshd fixture is the "remote": the lab is started there with `Lab(host).up()` (python3
 only on that side; the kit travels as a wheel), in its own directory and on a free port.

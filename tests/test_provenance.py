@@ -10,13 +10,14 @@ import gc
 import itertools
 import json
 import textwrap
+import weakref
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit import provenance
+from kit._pysource import modules_for
 from kit.errors import ModelConfigError, SourceFileNotFound
 from kit.hosts import LocalHost
 from kit.provenance import FlagExplanation, explain, normalize_flag
@@ -546,11 +547,11 @@ def test_a_warm_tree_is_not_read_again_and_its_cache_goes_with_it():
     second = explain(tree, "flag", {"mode": "on", "batch": 16, "items": []})
     assert tree.reads == reads
     assert _site(first, 11).status == "not fired" and _site(second, 11).status == "fired"
-    key = id(tree)
-    assert key in provenance._CACHES
+    cached = weakref.ref(modules_for(tree))
+    assert modules_for(tree) is cached()  # the parsed modules explain() used, kept with the tree
     del tree
     gc.collect()
-    assert key not in provenance._CACHES
+    assert cached() is None
 
 
 def test_input_errors():

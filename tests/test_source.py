@@ -16,25 +16,21 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kit._paths import cache_dir
+from kit._wheels import install_package_source
 from kit.errors import (
+    AmbiguousSymbol,
     CommandFailed,
     LineRangeError,
     PackageNotFound,
     SourceError,
     SourceFileNotFound,
+    SourceInputError,
     SymbolNotFound,
 )
 from kit.hosts import LocalHost, SSHHost
-from kit.source import (
-    AmbiguousSymbol,
-    GrepMatch,
-    SourceInputError,
-    SourceSnippet,
-    SourceTree,
-    _extract,
-    cache_dir,
-    install_package_source,
-)
+from kit.source import GrepMatch, SourceSnippet, SourceTree
+from kit.source.snapshot import extract
 
 RULE8 = [
     "        # 8. Multimodal / VLM models",
@@ -492,7 +488,7 @@ def test_snapshot_refuses_hostile_archives(tmp_path, member):
         tf.addfile(member, io.BytesIO(b"") if member.isfile() else None)
     (tmp_path / "a.tgz").write_bytes(buf.getvalue())
     with pytest.raises(SourceError, match="unexpected member"):
-        _extract(tmp_path / "a.tgz", tmp_path / "out", {"sglang"})
+        extract(tmp_path / "a.tgz", tmp_path / "out", {"sglang"})
     assert not (tmp_path / "escape.py").exists()
 
 

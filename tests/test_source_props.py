@@ -11,9 +11,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kit.errors import CommandFailed, PackageNotFound
+from kit.errors import CommandFailed, PackageNotFound, SourceInputError
 from kit.hosts import LocalHost, SSHHost
-from kit.source import GrepMatch, SourceInputError, SourceTree, _glob_regex, _parse_grep
+from kit.source import GrepMatch, SourceTree
+from kit.source.search import glob_regex, parse_grep
 
 CANARY = f"pwned-{uuid.uuid4().hex[:12]}"
 ABS_CANARY = f"/tmp/{CANARY}"
@@ -180,7 +181,7 @@ def test_snapshot_of_a_hostile_directory(any_host, tmp_path):
 def test_resolve_never_leaves_the_root(path):
     tree = SourceTree(None, "/srv/site-packages/sglang", "sglang")  # resolve() never touches the host
     try:
-        rel, full = tree.resolve(path)
+        rel, full = tree.paths_of(path)
     except SourceInputError:
         return
     assert full == posixpath.join("/srv/site-packages/sglang", rel)
@@ -195,7 +196,7 @@ def test_resolve_never_leaves_the_root(path):
 def test_grep_output_parser_handles_colons_and_newlines_in_names(records):
     root = "/r/sglang"
     data = b"".join(f"{root}/{p}".encode() + b"\0" + str(n).encode() + b":" + t.encode() + b"\n" for p, n, t in records)
-    assert _parse_grep(data, root, "h") == [GrepMatch(p, n, _chomp(t)) for p, n, t in records]
+    assert parse_grep(data, root, "h") == [GrepMatch(p, n, _chomp(t)) for p, n, t in records]
 
 
 @settings(max_examples=300, deadline=None)
@@ -203,4 +204,4 @@ def test_grep_output_parser_handles_colons_and_newlines_in_names(records):
 def test_glob_matches_fnmatch_on_names(name, pattern):
     import fnmatch
 
-    assert bool(_glob_regex(pattern).match(name)) == fnmatch.fnmatchcase(name, pattern)
+    assert bool(glob_regex(pattern).match(name)) == fnmatch.fnmatchcase(name, pattern)

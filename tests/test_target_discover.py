@@ -20,6 +20,8 @@ from _lab_support import free_port
 
 from kit.errors import TargetError
 from kit.hosts import LocalHost
+from kit.lab import find_lab_server
+from kit.server_args import effective_args
 from kit.target import connect, discover, find_server, inventory, parse_target
 
 FAKE_SERVER = '''
@@ -111,7 +113,7 @@ def test_discover_finds_a_launch_server_process_with_its_log_python_and_sglang(s
     assert server.url == f"http://127.0.0.1:{port}"
     assert urllib.request.urlopen(server.url + "/health", timeout=5).read() == b"ok"
     assert server.log_tail(5) == [f"server_args=ServerArgs(model_path='/m', port={port})"]
-    assert server.effective_args()["port"] == port  # no /server_info here: read from the log
+    assert effective_args(server)["port"] == port  # no /server_info here: read from the log
 
 
 def test_discover_finds_sglang_serve_and_says_why_it_has_no_log_file(servers, fake_site):
@@ -143,7 +145,7 @@ def test_the_lab_target_is_this_machine_and_says_when_the_lab_is_not_running(mon
     assert isinstance(host, LocalHost)
     monkeypatch.setenv("SGL_KIT_LAB_DIR", str(tmp_path / "no-lab-here"))
     with pytest.raises(TargetError) as err:
-        find_server(host, "lab", servers=[])
+        find_lab_server(host, servers=[])
     assert "sgl-kit lab up" in err.value.hint
 
 

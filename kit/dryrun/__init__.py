@@ -1,6 +1,6 @@
 """Dry-run: resolve sglang's effective server args with the real sglang code, on a machine without a GPU.
 
-`resolve(flags, model=..., gpu="a6000", tp=2, sglang="0.5.11")` runs sglang's own
+`dry_run(flags, model=..., gpu="a6000", tp=2, sglang="0.5.11")` runs sglang's own
 `prepare_server_args` in a separate virtualenv (one per sglang version, built once by
 `setup(version)` or `sgl-kit dryrun setup`), with the hardware probes answering like the
 target GPU. It returns a `DryRunResult`: the exact `server_args=ServerArgs(...)` line the
@@ -10,7 +10,6 @@ error sglang would stop with. The kit talks to that environment as a subprocess,
 and out; `_inside.py` is the half that runs there.
 """
 
-from kit.dryrun._cli import add_cli, add_why_options, cmd_why_dryrun
 from kit.dryrun._env import (
     DryRunEnv,
     DryRunError,
@@ -26,14 +25,11 @@ from kit.dryrun._env import (
 )
 from kit.dryrun._gpus import GpuProfile, UnknownGPU, gpu_profile, gpu_profiles
 from kit.dryrun._result import Change, DryRunResult, LogMessage, StartupError
-from kit.dryrun._run import resolve, resolve_many
+from kit.dryrun._run import dry_run, dry_run_many
 from kit.dryrun._why import DryRunWhy, SiteCheck, why_with_dryrun
 
 __all__ = [
-    "add_cli",
-    "add_why_options",
     "Change",
-    "cmd_why_dryrun",
     "DryRunEnv",
     "DryRunError",
     "DryRunResult",
@@ -47,6 +43,8 @@ __all__ = [
     "requirements",
     "resolve",
     "resolve_many",
+    "dry_run",
+    "dry_run_many",
     "setup",
     "SetupFailed",
     "SetupReport",
@@ -58,3 +56,19 @@ __all__ = [
     "UnsupportedVersion",
     "why_with_dryrun",
 ]
+
+
+def resolve(*args, **kwargs):
+    """Deprecated name of :func:`dry_run`, kept for one release."""
+    import warnings
+
+    warnings.warn("kit.dryrun.resolve is now kit.dryrun.dry_run", DeprecationWarning, stacklevel=2)
+    return dry_run(*args, **kwargs)
+
+
+def resolve_many(*args, **kwargs):
+    """Deprecated name of :func:`dry_run_many`, kept for one release."""
+    import warnings
+
+    warnings.warn("kit.dryrun.resolve_many is now kit.dryrun.dry_run_many", DeprecationWarning, stacklevel=2)
+    return dry_run_many(*args, **kwargs)

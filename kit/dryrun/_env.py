@@ -25,7 +25,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.errors import KitError
+from kit._paths import cache_dir
+from kit._wheels import install_package_source
+from kit.errors import DryRunError, EnvironmentMissing, SetupFailed, UnsupportedVersion
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "dryrun"
 INSIDE = Path(__file__).resolve().parent / "_inside.py"
@@ -36,26 +38,6 @@ _FREE_BYTES_NEEDED = 2 * 1024**3
 _PIP_TIMEOUT = 1200.0
 _CHECK_TIMEOUT = 300.0
 
-
-class DryRunError(KitError):
-    """Base of the dry-run's errors."""
-
-
-class UnsupportedVersion(DryRunError, ValueError):
-    """No pinned package list exists for this sglang version."""
-
-
-class EnvironmentMissing(DryRunError):
-    """The dry-run environment for this version has not been set up yet."""
-
-
-class SetupFailed(DryRunError):
-    """A setup step failed; `step` and `package` say which."""
-
-    def __init__(self, message: str, *, step: str, package: str | None = None, hint: str = "") -> None:
-        self.step = step
-        self.package = package
-        super().__init__(message, hint=hint)
 
 
 # --------------------------------------------------------------------------- versions
@@ -148,8 +130,6 @@ class DryRunEnv:
 
 
 def _env_root() -> Path:
-    from kit.source import cache_dir
-
     return cache_dir() / "dryrun"
 
 
@@ -349,7 +329,7 @@ def _make_venv(env: DryRunEnv, python: str | None) -> str:
             hint="free some space, or point SGL_KIT_CACHE at a larger disk",
         )
     shutil.rmtree(env.path, ignore_errors=True)  # a half-made venv from an interrupted run
-    proc = _run([interpreter, "-m", "venv", str(env.path)], timeout=300)
+    proc = run_process([interpreter, "-m", "venv", str(env.path)], timeout=300)
     if proc.returncode != 0:
         raise SetupFailed(
             f"`{interpreter} -m venv {env.path}` failed: {_tail(proc)}",
@@ -366,7 +346,7 @@ def _pip(env: DryRunEnv, *args: str) -> list[str]:
 def _install_torch(env: DryRunEnv, pin: str) -> str:
     # Ask pip which file it would take before taking it: on Linux, PyPI's plain torch
     # wheel is a CUDA build, which would not even import here.
-    proc = _run(_pip(env, "install", "--dry-run", "--no-deps", "--only-binary=:all:", "--quiet",
+    proc = run_process(_pip(env, "install", "--dry-run", "--no-deps", "--only-binary=:all:", "--quiet",
                      "--report", "-", pin), timeout=_PIP_TIMEOUT)
     if proc.returncode != 0:
         raise _pip_failure("torch", [pin], proc)
@@ -387,7 +367,7 @@ def _install_torch(env: DryRunEnv, pin: str) -> str:
             "or put the torch-...+cpu wheel in a directory named by PIP_FIND_LINKS",
         )
     exact = f"torch=={version}"
-    proc = _run(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", exact), timeout=_PIP_TIMEOUT)
+    proc = run_process(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", exact), timeout=_PIP_TIMEOUT)
     if proc.returncode != 0:
         raise _pip_failure("torch", [exact], proc)
     where = "a local file" if url.startswith("file:") else url.rsplit("/", 1)[-1]
@@ -395,7 +375,7 @@ def _install_torch(env: DryRunEnv, pin: str) -> str:
 
 
 def _install_chunk(env: DryRunEnv, chunk: list[str], step: str) -> None:
-    proc = _run(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", *chunk), timeout=_PIP_TIMEOUT)
+    proc = run_process(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", *chunk), timeout=_PIP_TIMEOUT)
     if proc.returncode == 0:
         return
     culprit = _named_in_error(chunk, proc) or _first_failing(env, chunk)
@@ -414,7 +394,7 @@ def _named_in_error(chunk: list[str], proc: subprocess.CompletedProcess) -> str 
 
 def _first_failing(env: DryRunEnv, chunk: list[str]) -> str | None:
     for pin in chunk:
-        proc = _run(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", pin), timeout=_PIP_TIMEOUT)
+        proc = run_process(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", pin), timeout=_PIP_TIMEOUT)
         if proc.returncode != 0:
             return pin
     return None
@@ -433,8 +413,6 @@ def _pip_failure(step: str, pins: list[str], proc: subprocess.CompletedProcess) 
 
 def _install_sglang(env: DryRunEnv) -> str:
     from kit.errors import PackageNotFound
-    from kit.source import install_package_source
-
     try:
         install_package_source("sglang", env.version, prefix=env.path, python_tag=f"python{PYTHON_TAG}")
     except PackageNotFound as exc:
@@ -444,23 +422,23 @@ def _install_sglang(env: DryRunEnv) -> str:
 
 
 def _check(env: DryRunEnv) -> dict:
-    proc = _run([str(env.python), str(INSIDE), "--check"], timeout=_CHECK_TIMEOUT, env=inside_environment())
-    answer = _answer(proc)
-    if not answer.get("ok"):
-        missing = re.search(r"No module named '([\w.]+)'", answer.get("error", ""))
+    proc = run_process([str(env.python), str(INSIDE), "--check"], timeout=_CHECK_TIMEOUT, env=inside_environment())
+    reply = parse_answer(proc)
+    if not reply.get("ok"):
+        missing = re.search(r"No module named '([\w.]+)'", reply.get("error", ""))
         package = missing.group(1).split(".")[0] if missing else None
         raise SetupFailed(
-            f"dry-run setup step 'check': importing sglang.srt.server_args failed: {answer.get('error')}",
+            f"dry-run setup step 'check': importing sglang.srt.server_args failed: {reply.get('error')}",
             step="check",
             package=package,
             hint="the pinned list lacks a package (README, 'Adding an sglang version'); "
-            f"{_last_lines(answer.get('traceback', ''), 3)}",
+            f"{_last_lines(reply.get('traceback', ''), 3)}",
         )
-    versions = answer.get("versions", {})
+    versions = reply.get("versions", {})
     if versions.get("sglang") != env.version:
         raise SetupFailed(f"the environment holds sglang {versions.get('sglang')}, not {env.version}",
                           step="check", package=f"sglang=={env.version}")
-    return {k: answer.get(k) for k in ("versions", "stand_ins", "probes_missing", "import_seconds")}
+    return {k: reply.get(k) for k in ("versions", "stand_ins", "probes_missing", "import_seconds")}
 
 
 # --------------------------------------------------------------------------- processes
@@ -476,7 +454,7 @@ def inside_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], *, timeout: float, env: dict | None = None, stdin: str | None = None):
+def run_process(argv: list[str], *, timeout: float, env: dict | None = None, stdin: str | None = None):
     """subprocess.run in its own process group, which is killed whole on timeout."""
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -495,7 +473,7 @@ def _run(argv: list[str], *, timeout: float, env: dict | None = None, stdin: str
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def _answer(proc: subprocess.CompletedProcess) -> dict:
+def parse_answer(proc: subprocess.CompletedProcess) -> dict:
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             try:

@@ -8,14 +8,11 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from kit.errors import KitError
+from kit.errors import KitError, UnknownGPU
 
 GPUS_FILE = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
 _REQUIRED = ("name", "memory_mib", "sm", "hopper", "blackwell", "bandwidth_gbs", "bf16_tflops")
 
-
-class UnknownGPU(KitError, ValueError):
-    """The GPU named is not one of the profiles in kit/data/gpus.yaml."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ class LogMessage:
 
     @property
     def where(self) -> str:
-        return f"{_short(self.file)}:{self.line}"
+        return f"{short(self.file)}:{self.line}"
 
     def __repr__(self) -> str:
         return f"<LogMessage {self.level} {self.where}: {_clip(self.message, 60)!r}>"
@@ -66,7 +66,7 @@ class Change:
 
     @property
     def where(self) -> str:
-        return f"{_short(self.file)}:{self.line}" if self.line else "-"
+        return f"{short(self.file)}:{self.line}" if self.line else "-"
 
     @property
     def fills_default(self) -> bool:
@@ -97,7 +97,7 @@ class StartupError:
 
     @property
     def where(self) -> str:
-        return f"{_short(self.file)}:{self.line}" if self.line else ""
+        return f"{short(self.file)}:{self.line}" if self.line else ""
 
     @property
     def headline(self) -> str:
@@ -261,7 +261,7 @@ def _log_cell(change: Change) -> str:
     return "silent (default filled in)" if change.fills_default else "SILENT"
 
 
-def _short(path: str) -> str:
+def short(path: str) -> str:
     return path.split("/", 1)[1] if path.startswith("sglang/") else path
 
 

@@ -11,29 +11,31 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kit._argv import option_values
 from kit.dryrun._env import (
     INSIDE,
     DryRunError,
-    _answer,
-    _run,
     inside_environment,
+    parse_answer,
     require_environment,
     requirements_file,
+    run_process,
     setup,
 )
 from kit.dryrun._gpus import GpuProfile, gpu_profile
 from kit.dryrun._result import DryRunResult, StartupError, build_changes, in_place_changes
 from kit.errors import ModelConfigError
+from kit.model_config import load_model_config
 
 PROTOCOL = 1
 # Besides config.json, files sglang reads from a model directory while resolving its args.
 _MODEL_FILES = ("generation_config.json", "hf_quant_config.json", "quant_config.json", "quantize_config.json")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TP_OPTIONS = ("--tp-size", "--tensor-parallel-size")
-_MODEL_OPTIONS = ("--model-path", "--model")
+MODEL_OPTIONS = ("--model-path", "--model")
 
 
-def resolve(
+def dry_run(
     flags: str | Sequence[str] = (),
     *,
     model: str | os.PathLike | None = None,
@@ -52,11 +54,11 @@ def resolve(
     `env` sets SGLANG_* variables for the server. `install=True` builds the environment
     first if needed (about 1.2 GB, a few minutes); otherwise a missing one is an error.
     """
-    return resolve_many([flags], model=model, gpu=gpu, tp=tp, sglang=sglang, env=env,
+    return dry_run_many([flags], model=model, gpu=gpu, tp=tp, sglang=sglang, env=env,
                         install=install, timeout=timeout)[0]
 
 
-def resolve_many(
+def dry_run_many(
     launches: Sequence[str | Sequence[str]],
     *,
     model: str | os.PathLike | None = None,
@@ -74,31 +76,31 @@ def resolve_many(
     variables = _check_env(env)
     runtime = setup(sglang).env if install else require_environment(sglang)
     with tempfile.TemporaryDirectory(prefix="sgl-kit-dryrun-") as scratch:
-        prepared = [_prepare(_tokens(flags), model, tp, Path(scratch) / f"model-{i}")
+        prepared = [_prepare(flag_tokens(flags), model, tp, Path(scratch) / f"model-{i}")
                     for i, flags in enumerate(launches)]
         request = {"protocol": PROTOCOL, "seed": 0, "gpu": profile.probe_request(),
                    "launches": [p["launch"] for p in prepared]}
-        proc = _run([str(runtime.python), str(INSIDE), "--resolve"], timeout=timeout,
+        proc = run_process([str(runtime.python), str(INSIDE), "--resolve"], timeout=timeout,
                     env=inside_environment(variables), stdin=json.dumps(request))
-    answer = _answer(proc)
-    if not answer.get("ok"):
+    reply = parse_answer(proc)
+    if not reply.get("ok"):
         raise DryRunError(
-            f"the dry-run process for sglang {sglang} failed: {answer.get('error')}",
-            hint=f"its traceback ends: {_last(answer.get('traceback', ''))}; if imports fail, rebuild with "
+            f"the dry-run process for sglang {sglang} failed: {reply.get('error')}",
+            hint=f"its traceback ends: {_last(reply.get('traceback', ''))}; if imports fail, rebuild with "
             f"`rm -r {runtime.path}` and `sgl-kit dryrun setup --sglang {sglang}`",
         )
-    return [_result(r, answer, p, profile, tp, sglang, variables) for r, p in zip(answer["results"], prepared,
+    return [_result(r, reply, p, profile, tp, sglang, variables) for r, p in zip(reply["results"], prepared,
                                                                              strict=True)]
 
 
-def _result(raw: dict, answer: dict, prepared: dict, profile: GpuProfile, tp, sglang: str, env) -> DryRunResult:
+def _result(raw: dict, reply: dict, prepared: dict, profile: GpuProfile, tp, sglang: str, env) -> DryRunResult:
     explicit = set(raw.get("explicit") or [])
     changes, writes, messages = build_changes(raw.get("events", []), explicit)
     if raw.get("final"):
         changes += in_place_changes(raw.get("initial") or {}, raw["final"], changes, explicit)
     error = raw.get("error")
     return DryRunResult(
-        sglang=answer.get("versions", {}).get("sglang") or sglang,
+        sglang=reply.get("versions", {}).get("sglang") or sglang,
         gpu=profile,
         tp=tp,
         model=prepared["display"],
@@ -112,10 +114,10 @@ def _result(raw: dict, answer: dict, prepared: dict, profile: GpuProfile, tp, sg
         initial={k: v.get("json") if v.get("exact") else v.get("repr") for k, v in (raw.get("initial") or {}).items()},
         final={k: v.get("json") if v.get("exact") else v.get("repr") for k, v in (raw.get("final") or {}).items()},
         env=dict(env),
-        probes=answer.get("probes", {}),
-        probes_missing=answer.get("probes_missing", []),
+        probes=reply.get("probes", {}),
+        probes_missing=reply.get("probes_missing", []),
         seconds=raw.get("seconds", 0.0),
-        import_seconds=answer.get("import_seconds", 0.0),
+        import_seconds=reply.get("import_seconds", 0.0),
         console=raw.get("console", ""),
     )
 
@@ -123,7 +125,7 @@ def _result(raw: dict, answer: dict, prepared: dict, profile: GpuProfile, tp, sg
 # --------------------------------------------------------------------------- preparing a launch
 
 
-def _tokens(flags: str | Sequence[str]) -> list[str]:
+def flag_tokens(flags: str | Sequence[str]) -> list[str]:
     if isinstance(flags, str):
         return shlex.split(flags)
     tokens = list(flags)
@@ -149,17 +151,6 @@ def _check_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
-def _option_value(tokens: list[str], names: Sequence[str]) -> tuple[str | None, int | None, int]:
-    """(value, index, width) of the last `--name VALUE` or `--name=VALUE` among tokens."""
-    found = (None, None, 0)
-    for i, tok in enumerate(tokens):
-        name, eq, value = tok.partition("=")
-        if name in names:
-            if eq:
-                found = (value, i, 1)
-            elif i + 1 < len(tokens):
-                found = (tokens[i + 1], i, 2)
-    return found
 
 
 def _mentions_option(tokens: list[str], names: Sequence[str], shortest: int) -> bool:
@@ -172,8 +163,8 @@ def _mentions_option(tokens: list[str], names: Sequence[str], shortest: int) -> 
 
 
 def _prepare(tokens: list[str], model, tp: int | None, model_dir: Path) -> dict:
-    declared, at, width = _option_value(tokens, _MODEL_OPTIONS)
-    source = _model_source(model, declared)
+    declared, at, width = option_values(tokens, MODEL_OPTIONS)
+    source = model_source(model, declared)
     _copy_model(source, model_dir)
     display = declared or str(source.parent if source.is_file() else source)
     if at is not None:
@@ -182,7 +173,7 @@ def _prepare(tokens: list[str], model, tp: int | None, model_dir: Path) -> dict:
         raise DryRunError("tensor parallelism is given twice: with --tp and among the sglang flags",
                           hint="give it once: --tp N, or --tp-size N after --")
     head = ["--model-path", str(model_dir)]
-    if _option_value(tokens, ("--device",))[1] is None:
+    if option_values(tokens, ("--device",))[1] is None:
         head += ["--device", "cuda"]  # auto-detection would find no GPU here
     if tp is not None:
         head += ["--tp-size", str(tp)]
@@ -191,7 +182,7 @@ def _prepare(tokens: list[str], model, tp: int | None, model_dir: Path) -> dict:
             "launch": {"argv": argv, "model_dir": str(model_dir), "display_model_path": display}}
 
 
-def _model_source(model, declared: str | None) -> Path:
+def model_source(model, declared: str | None) -> Path:
     if model is not None:
         path = Path(os.fspath(model)).expanduser()
     elif declared and Path(declared).expanduser().exists():
@@ -206,13 +197,7 @@ def _model_source(model, declared: str | None) -> Path:
     if not config.is_file():
         raise ModelConfigError(f"no model config at {config}",
                                hint="pass the model's directory or its config.json")
-    try:
-        data = json.loads(config.read_text())
-    except (OSError, ValueError) as exc:
-        raise ModelConfigError(f"{config} is not a readable JSON file: {exc}",
-                               hint="is this the model's config.json?") from None
-    if not isinstance(data, dict):
-        raise ModelConfigError(f"{config} holds a {type(data).__name__}, not a JSON object")
+    load_model_config(config)  # refuses a file that is not a JSON object, naming it
     return path.resolve()
 
 
@@ -230,4 +215,4 @@ def _last(text: str) -> str:
     return " / ".join(lines[-2:]) or "(none)"
 
 
-__all__ = ["resolve", "resolve_many"]
+__all__ = ["dry_run", "dry_run_many"]

@@ -11,7 +11,7 @@ import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kit.dryrun._result import Change, DryRunResult, _short
+from kit.dryrun._result import Change, DryRunResult, short
 
 
 @dataclass
@@ -143,7 +143,7 @@ def compare(flag: str, explanation, result: DryRunResult) -> list[SiteCheck]:
         lines = {site.line, site.write_line} - {None}
         hits = [w for w in writes if w.file == site.file and w.line in lines]
         matched.update(id(w) for w in hits)
-        checks.append(SiteCheck(f"{_short(site.file)}:{site.line}", site.function, site.status, bool(hits), hits))
+        checks.append(SiteCheck(f"{short(site.file)}:{site.line}", site.function, site.status, bool(hits), hits))
     for w in writes:
         if id(w) not in matched:
             checks.append(SiteCheck(w.where, w.function, None, True, [w]))
@@ -167,18 +167,20 @@ def why_with_dryrun(
     The source read is the dry-run environment's own sglang, so both sides see the same lines.
     Pass `result=` to reuse a dry-run already made with the same model and version.
     """
+    from kit._argv import option_value
     from kit.dryrun._env import require_environment, setup
-    from kit.dryrun._run import _MODEL_OPTIONS, _model_source, _option_value, _tokens, resolve
+    from kit.dryrun._run import MODEL_OPTIONS, dry_run, flag_tokens, model_source
     from kit.hosts import LocalHost
-    from kit.provenance import _load_model_config, explain, normalize_flag
+    from kit.model_config import load_model_config
+    from kit.provenance import explain, normalize_flag
     from kit.source import SourceTree
 
     name = normalize_flag(flag)
     if result is None:
-        result = resolve(flags, model=model, gpu=gpu, tp=tp, sglang=sglang, env=env, install=install)
+        result = dry_run(flags, model=model, gpu=gpu, tp=tp, sglang=sglang, env=env, install=install)
     runtime = setup(sglang).env if install else require_environment(sglang)
-    declared = _option_value(_tokens(flags), _MODEL_OPTIONS)[0]
-    config = _load_model_config(_model_source(model, declared))
+    declared = option_value(flag_tokens(flags), MODEL_OPTIONS)
+    config = load_model_config(model_source(model, declared))
     with LocalHost() as host:
         tree = SourceTree.at(host, str(runtime.sglang_dir))
         explanation = explain(tree, name, result.snapshot, config)

@@ -24,26 +24,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit._argv import option_value
+from kit._paths import lab_dir
+from kit._remote import parse_result
+from kit._remote import run as run_script
+from kit.errors import LabError
 from kit.hosts import Host, LocalHost
-from kit.target import default_lab_dir
 
 from . import packaging
-from .resolve import DRYRUN_ENV, RESOLVED_ENV, ResolvedLaunch, load_launches
+from .launches import DRYRUN_ENV, RESOLVED_ENV, ResolvedLaunch, load_launches
 
-__all__ = ["Lab", "LabError", "LabStatus", "default_lab_dir", "variants"]
+__all__ = ["Lab", "LabError", "LabStatus", "variants"]
 
 SGLANG_VERSION = "0.5.11"
 MODEL_DIR = "Qwen3.6-27B"
 DEFAULT_PORT = 30000
-_AGENT = (Path(__file__).with_name("_agent.py")).read_text()
 _DATA = Path(__file__).resolve().parent.parent / "data"
 # Passed on to the server so a lab started by a test or a benchmark sees the same data.
 _PASSED_ENV = (RESOLVED_ENV, DRYRUN_ENV)
 
-
-class LabError(KitError):
-    """The lab could not be prepared, started or stopped."""
 
 
 def variants(version: str = SGLANG_VERSION) -> dict[str, ResolvedLaunch]:
@@ -110,11 +109,11 @@ class Lab:
 
     # -- the agent ------------------------------------------------------------
     def _agent(self, op: str, args: dict | None = None, stdin: bytes | None = None, timeout: float = 120) -> dict:
-        res = self.host.run([self.python, "-c", _AGENT, op, json.dumps(args or {})], stdin=stdin, timeout=timeout)
-        try:
-            data = json.loads(res.stdout or "{}")
-        except json.JSONDecodeError:
-            data = {"error": (res.stderr or res.stdout).strip()[-800:]}
+        res = run_script(self.host, "lab_agent", op, json.dumps(args or {}), python=self.python, stdin=stdin,
+                         timeout=timeout)
+        data = parse_result(res.stdout)
+        if data is None:
+            data = {"error": (res.stderr or res.stdout).strip()[-800:] or f"exit {res.exited}, no output"}
         if not res.ok or "error" in data:
             raise LabError(f"the lab agent failed on {self.host.name} ({op}): {data.get('error') or res.stderr.strip()}",
                            hint=f"check that `{self.python}` runs on {self.host.name} and can write {self.directory}")
@@ -123,7 +122,7 @@ class Lab:
     @property
     def info(self) -> dict:
         if self._info is None:
-            self._info = self._agent("info", {"lab_dir": self._dir or (default_lab_dir() if self.local else None)})
+            self._info = self._agent("info", {"lab_dir": self._dir or (lab_dir() if self.local else None)})
             if tuple(self._info["version_info"]) < (3, 10):
                 raise LabError(f"{self.host.name} has python {self._info['python']}; the lab needs 3.10 or newer",
                                hint="install a newer python3 there, or pass its path with --python")
@@ -178,8 +177,8 @@ class Lab:
             return current
         self.prepare()
         argv, label = self._command(variant, flags, port, host)
-        port = int(_flag_value(argv, "--port") or port)
-        host = _flag_value(argv, "--host") or host
+        port = int(option_value(argv, "--port") or port)
+        host = option_value(argv, "--host") or host
         env = {"SGL_KIT_LAB_SCENARIO": scenario, "CUDA_VISIBLE_DEVICES": "0,1"}
         env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
         args = {"lab_dir": self.directory, "argv": argv, "env": env, "host": host, "port": port,
@@ -261,15 +260,6 @@ def _what_failed(lines: list[str]) -> list[str]:
     return lines[marks[-1]:] if marks else lines[-12:]
 
 
-def _flag_value(argv: list[str], option: str) -> str | None:
-    """The last value given to ``option`` (``--port 1`` or ``--port=1``), as argparse keeps it."""
-    value = None
-    for i, tok in enumerate(argv):
-        if tok == option and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif tok.startswith(option + "="):
-            value = tok.split("=", 1)[1]
-    return value
 
 
 def _flags_of(argv: list[str]) -> list[str]:

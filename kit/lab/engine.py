@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .model import SpeedModel
+from .throughput import ThroughputModel
 
 __all__ = ["EmissionStats", "Engine", "Filler", "Generation", "Histogram", "PrefixCache"]
 
@@ -222,7 +222,7 @@ class EmissionStats:
                 "p999_ms": self.quantile(0.999) * 1e3, "max_ms": self.worst * 1e3}
 
 
-def acceptance_table(model: SpeedModel, size: int = 4096) -> list[int]:
+def acceptance_table(model: ThroughputModel, size: int = 4096) -> list[int]:
     """Tokens per round, laid out so that a uniform index draws the model's distribution.
 
     Each outcome k fills round(P(k) * size) slots, so the table's mean matches the model's
@@ -246,7 +246,7 @@ def acceptance_table(model: SpeedModel, size: int = 4096) -> list[int]:
 class Engine:
     """Running and waiting requests, their timers, and the counters sglang reports."""
 
-    def __init__(self, model: SpeedModel, fields: Mapping[str, Any], max_total_tokens: int,
+    def __init__(self, model: ThroughputModel, fields: Mapping[str, Any], max_total_tokens: int,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.model = model
         self.fields = fields

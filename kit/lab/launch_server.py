@@ -27,8 +27,8 @@ from kit.server_args import format_server_args
 from .api import LabApp
 from .engine import Engine
 from .http import new_event_loop, serve
-from .model import load_scenario, speed_model
-from .resolve import LabArgsError, Resolution, resolve, sglang_source
+from .launches import LabArgsError, LaunchArgs, effective_args_for, sglang_source
+from .throughput import load_scenario, throughput_model
 
 log = logging.getLogger("kit.lab")
 PROG = "launch_server.py"
@@ -124,7 +124,7 @@ def _model_config(fields: dict) -> dict:
                             "(sgl-kit lab up writes one under models/)") from None
 
 
-def _startup_lines(resolution: Resolution, fields: dict, scenario, model, version: str, config: dict) -> None:
+def _startup_lines(resolution: LaunchArgs, fields: dict, scenario, model, version: str, config: dict) -> None:
     how = ("the dry-run" if resolution.method == "dry-run"
            else f"the dry-run's snapshot of the {resolution.variant!r} launch ({Path(resolution.source).name})")
     log.info(f"sgl-kit lab: a stand-in for sglang {version}. Arguments resolved by {how}. Tokens come from "
@@ -230,10 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         tree = sglang_source()
-        resolution = resolve(argv, tree)
+        resolution = effective_args_for(argv, tree)
         fields = resolution.fields
         scenario = load_scenario()
-        model = speed_model(scenario, fields)
+        model = throughput_model(scenario, fields)
         config = _model_config(fields)
     except (LabArgsError, KitError) as exc:
         sys.stderr.write(f"{PROG}: error: {exc.message}\n" + (f"  -> {exc.hint}\n" if exc.hint else ""))

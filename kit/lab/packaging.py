@@ -1,7 +1,8 @@
 """What the lab's host needs installed, as wheels built or fetched on this machine.
 
 A remote lab host needs nothing but ``python3``. The kit travels as a wheel built here
-from the installed ``kit`` package, and so do the third-party packages that
+from the installed ``kit`` package, holding only the modules the server can import and the
+data it reads, and so do the third-party packages that
 ``python -m kit.lab.launch_server`` imports, fetched once with ``pip download`` for the
 remote's Python version and platform and cached. The list of those packages is not
 written down: it is what importing the server actually loads, so it cannot drift.
@@ -9,6 +10,7 @@ written down: it is what importing the server actually loads, so it cannot drift
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import json
@@ -19,9 +21,13 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+from kit._paths import cache_dir
+from kit._version import __version__
+from kit._wheels import wheel
 from kit.errors import KitError
 
-__all__ = ["kit_wheel", "local_pth", "runtime_requirements", "runtime_wheels", "sglang_wheel", "sha256"]
+__all__ = ["kit_wheel", "local_pth", "runtime_requirements", "runtime_wheels", "server_modules", "sglang_wheel",
+           "sha256"]
 
 _KIT = Path(__file__).resolve().parent.parent
 _DIST = "sglang_investigation_kit"
@@ -37,31 +43,77 @@ def sha256(path: Path) -> str:
 
 
 def _cache() -> Path:
-    from kit.source import cache_dir
-
     return cache_dir() / "lab-wheels"
 
 
 def sglang_wheel(version: str) -> Path:
     """The sglang wheel in the kit's download cache, fetched with pip the first time."""
-    from kit.source import _cached_wheel, _download_wheel, cache_dir
-
-    wheels = cache_dir() / "wheels"
-    return _cached_wheel(wheels, "sglang", version) or _download_wheel(wheels, "sglang", version)
+    return wheel("sglang", version)
 
 
 # --------------------------------------------------------------------------- the kit as a wheel
 
 
+# What the server reads besides code: scenarios, the resolved launches, the model's config.
+_SERVER_DATA = ("data/scenarios", "data/resolved", "data/lab")
+# Imported by the server only when present (the dry-run needs its own environment, which a
+# remote lab host does not have); the server runs without it.
+_OPTIONAL = ("kit.dryrun",)
+# This machine's side of the lab (preparing, starting and finding it), named by kit.lab's
+# lazy functions but never run on the lab's host.
+_KIT_SIDE = ("kit.lab.control", "kit.lab.packaging", "kit.target")
+
+
+def server_modules(entry: str = "kit.lab.launch_server") -> list[str]:
+    """The kit modules the lab server can import, found by reading every import (lazy ones too)."""
+    seen, todo = set(), [entry]
+    while todo:
+        name = todo.pop()
+        if name in seen or name.startswith(_OPTIONAL + _KIT_SIDE):
+            continue
+        path = _module_path(name)
+        if path is None:
+            continue
+        seen.add(name)
+        todo.extend(_kit_imports(name, path))
+        todo.extend(".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1))  # parent packages
+    return sorted(seen)
+
+
+def _module_path(name: str) -> Path | None:
+    base = _KIT.parent.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _kit_imports(name: str, path: Path) -> list[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "kit"]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            if base.split(".")[0] == "kit":
+                found.append(base)
+                found += [f"{base}.{a.name}" for a in node.names]  # submodules; names that are not are skipped
+    return found
+
+
 def _kit_files() -> list[Path]:
-    return sorted(p for p in _KIT.rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"))
+    files = {_module_path(m) for m in server_modules()}
+    for folder in _SERVER_DATA:
+        files.update(p for p in (_KIT / folder).rglob("*") if p.is_file())
+    return sorted(p for p in files if p is not None)
 
 
 def kit_wheel() -> Path:
     """A wheel of the installed kit package (pure Python), rebuilt when its files change."""
-    from kit import __version__
-
     files = _kit_files()
     out = _cache() / "kit" / f"{_DIST}-{__version__}-py3-none-any.whl"
     content = hashlib.sha256(b"".join(p.relative_to(_KIT.parent).as_posix().encode() + b"\0" + p.read_bytes()

@@ -24,7 +24,8 @@
 # - SSH access to the box running the server, and `python3` there (or the built-in `lab`).
 
 # %%
-from kit.target import connect, discover, find_server
+from kit.lab import find_target_server
+from kit.target import connect, discover
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -37,7 +38,7 @@ server_port: int = 0  # the server's HTTP port, when the box runs several server
 
 # %%
 host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = find_server(host, target, port=server_port or None, servers=discover(host))
+server = find_target_server(host, target, port=server_port or None, servers=discover(host))
 server
 
 # %% [markdown]

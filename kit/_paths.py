@@ -1,0 +1,38 @@
+"""Where the kit keeps what it downloads and builds on this machine.
+
+Everything lives under one cache directory, so ``rm -r`` of it forgets all of it:
+``wheels/`` (downloaded wheels), ``trees/`` (unpacked sglang sources), ``dryrun/``
+(per-version virtualenvs), ``snapshots/`` (copies of remote trees), ``lab/`` (the lab's
+directory) and ``lab-wheels/`` (what a remote lab host needs).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["CACHE_ENV", "LAB_DIR_ENV", "cache_dir", "lab_dir", "tree_dir", "wheels_dir"]
+
+CACHE_ENV = "SGL_KIT_CACHE"
+LAB_DIR_ENV = "SGL_KIT_LAB_DIR"
+
+
+def cache_dir() -> Path:
+    """The kit's cache: `$SGL_KIT_CACHE`, else `~/.cache/sglang-investigation-kit`."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "sglang-investigation-kit"
+
+
+def wheels_dir() -> Path:
+    """Wheels fetched with ``pip download --no-deps``, kept so later runs work offline."""
+    return cache_dir() / "wheels"
+
+
+def tree_dir(package: str, version: str) -> Path:
+    """The prefix under which one version's source is unpacked for reading (``trees/sglang-X``)."""
+    return cache_dir() / "trees" / f"{package}-{version}"
+
+
+def lab_dir() -> str:
+    """The lab's directory on this machine: ``$SGL_KIT_LAB_DIR``, else ``<cache>/lab``."""
+    return os.environ.get(LAB_DIR_ENV) or str(cache_dir() / "lab")

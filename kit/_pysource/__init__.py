@@ -1,0 +1,42 @@
+"""The one static model of Python source, shared by server_args and provenance.
+
+It never runs the code it reads: it parses files of a tree once (``modules.py``),
+finds the fields a class declares (``fields.py``), and evaluates expressions and
+statements with a small safe interpreter (``values.py``, ``scope.py``,
+``expressions.py``, ``statements.py``, ``evaluator.py``). What it cannot know without
+the live process (a hardware probe, a file on the server, an environment variable)
+becomes ``Unknown`` with a reason an engineer can act on.
+
+- ``modules_for(tree)``: the parse cache of one tree;
+- ``class_fields(...)``: dataclass fields, inherited ones first;
+- ``Evaluator``: guards against server args, defaults and config.json;
+- ``constant(...)``: the value of a constant expression, or NotConstant.
+"""
+
+from .evaluator import Evaluator, NotConstant, constant, constant_named, plain_constant
+from .fields import class_fields
+from .modules import ModuleInfo, Modules, dotted, modules_for
+from .scope import Env, Scope, Thunk, const
+from .values import Unknown, has_unknown, render, truth, unknown
+
+__all__ = [
+    "Env",
+    "Evaluator",
+    "ModuleInfo",
+    "Modules",
+    "NotConstant",
+    "Scope",
+    "Thunk",
+    "Unknown",
+    "class_fields",
+    "const",
+    "constant",
+    "constant_named",
+    "dotted",
+    "has_unknown",
+    "modules_for",
+    "plain_constant",
+    "render",
+    "truth",
+    "unknown",
+]

@@ -1,0 +1,395 @@
+"""The lab's agent on the host that runs the lab: prepare the directory, start, stop, report.
+
+The kit sends this file's text and runs it as ``python3 -c <text> OP JSON`` on the lab's
+host, locally or over SSH, so it uses the standard library only and stays compatible with
+old Python 3 versions. It prints one line, ``KIT-RESULT <json>``. Nothing here knows about SGLang flags:
+the kit decides what to launch; the agent makes the box look like the incident's
+(``ml-env`` with the real sglang source, ``models/``, ``logs/server.log``) and keeps
+track of the one server it started.
+"""
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+
+LAB_ENV = "SGL_KIT_LAB_DIR"
+LAUNCHER = "kit.lab.launch_server"
+MARKER = "KIT-RESULT "
+
+
+def out(obj):
+    sys.stdout.write(MARKER + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def op_info(args):
+    libc = platform.libc_ver()
+    return {
+        "python": platform.python_version(),
+        "version_info": list(sys.version_info[:2]),
+        "executable": os.path.realpath(sys.executable),
+        "machine": platform.machine(),
+        "libc": [libc[0], libc[1]],
+        "home": os.path.expanduser("~"),
+        "lab_dir": os.path.abspath(os.path.expanduser(args.get("lab_dir") or "~/.cache/sglang-investigation-kit/lab")),
+    }
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def op_have(args):
+    found = {}
+    for path in args["paths"]:
+        found[path] = sha256_of(path) if os.path.isfile(path) else None
+    return {"have": found}
+
+
+def op_put(args):
+    path = args["path"]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".part"
+    with open(tmp, "wb") as fh:
+        shutil.copyfileobj(sys.stdin.buffer, fh)
+    os.replace(tmp, path)
+    return {"path": path, "sha256": sha256_of(path)}
+
+
+# ---------------------------------------------------------------------------- prepare
+
+
+def op_prepare(args):
+    lab = args["lab_dir"]
+    for sub in ("models", "logs", "run", "wheels"):
+        os.makedirs(os.path.join(lab, sub), exist_ok=True)
+    site = make_env(lab, args["python"], args["pyver"])
+    installed = [install_wheel(site, w) for w in args.get("wheels", [])]
+    if args.get("pth"):
+        with open(os.path.join(site, "sgl_kit_lab.pth"), "w") as fh:
+            fh.write(args["pth"])
+    for rel, text in (args.get("files") or {}).items():
+        path = os.path.join(lab, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write(text)
+    return {"lab_dir": lab, "site": site, "python": os.path.join(lab, "ml-env", "bin", "python"),
+            "installed": installed}
+
+
+def make_env(lab, python, pyver):
+    """A virtual environment by hand: a symlinked interpreter and pyvenv.cfg (PEP 405).
+
+    No `venv` module is needed, which Debian's python3 lacks without python3-venv.
+    """
+    env = os.path.join(lab, "ml-env")
+    bindir = os.path.join(env, "bin")
+    site = os.path.join(env, "lib", "python" + pyver, "site-packages")
+    os.makedirs(bindir, exist_ok=True)
+    os.makedirs(site, exist_ok=True)
+    for name in ("python", "python3", "python" + pyver):
+        link = os.path.join(bindir, name)
+        if os.path.islink(link) and os.readlink(link) == python:
+            continue
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(python, link)
+    with open(os.path.join(env, "pyvenv.cfg"), "w") as fh:
+        fh.write(f"home = {os.path.dirname(python)}\ninclude-system-site-packages = false\nversion = {pyver}\n")
+    return site
+
+
+def install_wheel(site, wheel):
+    """Unzip a wheel into site-packages, replacing what an older copy of it installed."""
+    digest = sha256_of(wheel)
+    name = os.path.basename(wheel)
+    dist = name.split("-")[0].lower()
+    marker = os.path.join(site, f".sgl-kit-{dist}.installed")
+    if os.path.isfile(marker) and open(marker).read().strip() == digest:
+        return {"wheel": name, "changed": False}
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        tops = set(n.split("/")[0] for n in names)
+        for bad in names:
+            if bad.startswith("/") or ".." in bad.split("/"):
+                raise ValueError(f"unsafe member {bad!r} in {name}")
+        remove_old(site, dist, tops)
+        zf.extractall(site)
+    with open(marker, "w") as fh:
+        fh.write(digest + "\n")
+    return {"wheel": name, "changed": True}
+
+
+def remove_old(site, dist, tops):
+    for entry in os.listdir(site):
+        low = entry.lower()
+        is_old_meta = low.endswith(".dist-info") and low.split("-")[0].replace(".", "_") == dist
+        if entry in tops or is_old_meta:
+            path = os.path.join(site, entry)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def proc_start_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    return int(text.rsplit(")", 1)[1].split()[19])
+
+
+def proc_argv(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def proc_env(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            pairs = fh.read().split(b"\0")
+    except OSError:
+        return None
+    env = {}
+    for pair in pairs:
+        key, _, value = pair.decode("utf-8", "replace").partition("=")
+        if key:
+            env[key] = value
+    return env
+
+
+def read_state(lab):
+    try:
+        with open(os.path.join(lab, "run", "server.json")) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def is_ours(lab, state):
+    """The recorded PID still runs the lab server of this directory (not a reused PID)."""
+    if not state:
+        return False
+    pid = int(state.get("pid", 0))
+    if pid <= 0 or proc_start_ticks(pid) != state.get("start_ticks"):
+        return False
+    if not any(LAUNCHER in a for a in proc_argv(pid)):
+        return False
+    env = proc_env(pid)
+    return env is None or env.get(LAB_ENV) == lab
+
+
+def probe_host(host):
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::", "localhost") else host
+
+
+def healthy(host, port, timeout=2.0):
+    try:
+        with urllib.request.urlopen(f"http://{probe_host(host)}:{port}/health", timeout=timeout) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
+def port_taken(host, port):
+    try:
+        with socket.create_connection((probe_host(host), port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def log_tail(lab, lines=30):
+    path = os.path.join(lab, "logs", "server.log")
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 65536))
+            return fh.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def status(lab):
+    state = read_state(lab)
+    ours = is_ours(lab, state)
+    result = {"lab_dir": lab, "running": ours, "state": state, "log": os.path.join(lab, "logs", "server.log")}
+    if ours:
+        result["healthy"] = healthy(state["host"], state["port"])
+    return result
+
+
+def op_status(args):
+    return status(args["lab_dir"])
+
+
+def op_start(args):
+    lab = args["lab_dir"]
+    current = status(lab)
+    if current["running"]:
+        current["outcome"] = "already-running"
+        return current
+    host, port = args["host"], int(args["port"])
+    if port_taken(host, port):
+        return {"outcome": "port-in-use", "lab_dir": lab, "host": host, "port": port,
+                "holder": port_holder(port)}
+    proc = launch(lab, args["argv"], args.get("env") or {})
+    state = {"pid": proc.pid, "start_ticks": proc_start_ticks(proc.pid), "argv": args["argv"], "host": host,
+             "port": port, "started_at": time.time(), "label": args.get("label")}
+    with open(os.path.join(lab, "run", "server.json"), "w") as fh:
+        json.dump(state, fh)
+    with open(os.path.join(lab, "run", "server.pid"), "w") as fh:
+        fh.write(f"{proc.pid}\n")
+    return wait_healthy(lab, proc, state, float(args.get("timeout", 60)))
+
+
+def launch(lab, argv, extra_env):
+    env = dict(os.environ)
+    env.update(extra_env)
+    env[LAB_ENV] = lab
+    nohup = shutil.which("nohup")
+    log = open(os.path.join(lab, "logs", "server.log"), "wb")
+    try:
+        return subprocess.Popen(([nohup] if nohup else []) + list(argv), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=lab, env=env, start_new_session=True)
+    finally:
+        log.close()
+
+
+def wait_healthy(lab, proc, state, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            clear_state(lab)
+            return {"outcome": "exited", "exit_code": code, "lab_dir": lab, "log_tail": log_tail(lab)}
+        if healthy(state["host"], state["port"], timeout=1.0):
+            result = status(lab)
+            result["outcome"] = "started"
+            return result
+        time.sleep(0.1)
+    stop_pid(proc.pid, 5.0)
+    clear_state(lab)
+    return {"outcome": "timeout", "lab_dir": lab, "timeout": timeout, "log_tail": log_tail(lab)}
+
+
+def port_holder(port):
+    """PID and argv of the process listening on the port, when /proc lets us see it."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                next(fh)
+                for line in fh:
+                    parts = line.split()
+                    if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(parts[9])
+        except (OSError, StopIteration):
+            continue
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return {"pid": pid, "argv": proc_argv(pid)}
+    return None
+
+
+# ---------------------------------------------------------------------------- stop
+
+
+def stop_pid(pid, timeout):
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return False
+
+
+def alive(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our child (same session as the agent)
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def clear_state(lab):
+    for name in ("server.json", "server.pid"):
+        try:
+            os.unlink(os.path.join(lab, "run", name))
+        except OSError:
+            pass
+
+
+def op_stop(args):
+    lab = args["lab_dir"]
+    state = read_state(lab)
+    if not state:
+        return {"outcome": "not-running", "lab_dir": lab}
+    if not is_ours(lab, state):
+        clear_state(lab)
+        return {"outcome": "stale", "lab_dir": lab, "pid": state.get("pid")}
+    graceful = stop_pid(int(state["pid"]), float(args.get("timeout", 15)))
+    clear_state(lab)
+    return {"outcome": "stopped" if graceful else "killed", "lab_dir": lab, "pid": state["pid"]}
+
+
+OPS = {"info": op_info, "have": op_have, "put": op_put, "prepare": op_prepare, "start": op_start,
+       "stop": op_stop, "status": op_status}
+
+
+def main():
+    op = sys.argv[1]
+    args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    try:
+        out(OPS[op](args))
+    except Exception as exc:  # reported as data: the kit turns it into a KitError with context
+        out({"error": f"{type(exc).__name__}: {exc}", "op": op})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The server processes on this host, read from /proc: argv, environment, log, interpreter, package.
+
+Run as ``python -c <this file> JSON`` where JSON holds ``launchers`` (how to recognise a
+server by its argv; see kit/data/launchers.json), ``keep`` (prefixes of environment
+variables worth reporting), ``secret`` (words that mark a variable's value as secret)
+and ``locate`` (the text of the locate script, run with each server's own interpreter
+to find the package it imports). Standard library only; compatible with Python 3.6.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+MARKER = "KIT-RESULT "
+
+
+def read(path, mode="rb"):
+    try:
+        with open(path, mode) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def match(launcher, argv, i):
+    """Index of the first server flag when argv[i] starts this launcher, else None."""
+    arg, nxt = argv[i], argv[i + 1:i + 3]
+    sub = launcher.get("subcommand")
+    if "module" in launcher and arg == "-m" and nxt[:1] == [launcher["module"]]:
+        if sub is None:
+            return i + 2
+        if nxt[1:2] == [sub]:
+            return i + 3
+    if "module_suffix" in launcher and arg == "-m" and nxt[:1] and nxt[0].endswith(launcher["module_suffix"]):
+        return i + 2
+    if "program" in launcher and os.path.basename(arg) == launcher["program"] and nxt[:1] == [sub]:
+        return i + 2
+    if "script" in launcher and os.path.basename(arg) == launcher["script"] and i <= 1:
+        return i + 1
+    return None
+
+
+def kind_of(argv, launchers):
+    for i in range(len(argv)):
+        for launcher in launchers:
+            at = match(launcher, argv, i)
+            if at is not None:
+                return launcher, at
+    return None, 0
+
+
+def option(flags, name, default):
+    value = default
+    for i, tok in enumerate(flags):
+        if tok == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif tok.startswith(name + "="):
+            value = tok.split("=", 1)[1]
+    return value
+
+
+def interpreter(pid, argv, env, cwd):
+    first = argv[0] if argv else ""
+    if first.startswith("/"):
+        return first
+    if "/" in first and cwd:
+        return os.path.normpath(os.path.join(cwd, first))
+    for d in (env or {}).get("PATH", "").split(":"):
+        if d and first and os.access(os.path.join(d, first), os.X_OK):
+            return os.path.join(d, first)
+    try:
+        return os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        return None
+
+
+def package_of(python, env, cwd, locate_text, package):
+    """(package dir, version) as the server's own interpreter sees them, via the locate script."""
+    if not python or not locate_text:
+        return None, None
+    run_env = {k: v for k, v in (env or {}).items() if k in ("PATH", "PYTHONPATH", "HOME", "VIRTUAL_ENV")}
+    try:
+        res = subprocess.run([python, "-c", locate_text, package], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True, timeout=20, env=run_env or None,
+                             cwd=cwd if cwd and os.path.isdir(cwd) else None)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    for line in reversed(res.stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                info = json.loads(line[len(MARKER):])
+            except ValueError:
+                return None, None
+            return (info.get("package_dir"), info.get("version")) if info.get("found") else (None, None)
+    return None, None
+
+
+def log_of(pid):
+    notes = []
+    for fd in (1, 2):
+        try:
+            target = os.readlink("/proc/%d/fd/%d" % (pid, fd))
+        except OSError:
+            notes.append("fd %d unreadable" % fd)
+            continue
+        deleted = target.endswith(" (deleted)")
+        if target.startswith("/") and not target.startswith(("/dev/pts", "/dev/tty", "/dev/null")):
+            return (target[:-10] if deleted else target), ("deleted since" if deleted else "")
+        notes.append("fd %d is %s" % (fd, target.split(":")[0]))
+    return None, "; ".join(notes)
+
+
+def boot_time():
+    for line in (read("/proc/stat", "r") or "").splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def servers(request):
+    launchers = request.get("launchers", [])
+    keep = tuple(request.get("keep", ()))
+    secret = tuple(request.get("secret", ()))
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    boot = boot_time()
+    found, pids = [], {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        raw = read("/proc/%s/cmdline" % name)
+        if not raw:
+            continue
+        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        launcher, at = kind_of(argv, launchers)
+        if launcher:
+            pids[int(name)] = (launcher, at, argv)
+    for pid, (launcher, at, argv) in sorted(pids.items()):
+        stat = (read("/proc/%d/stat" % pid, "r") or ") 0 0").rsplit(")", 1)[1].split()
+        if int(stat[1]) in pids:
+            continue  # a forked child of a server we already list
+        raw_env = read("/proc/%d/environ" % pid)
+        env = None
+        if raw_env is not None:
+            env = dict(p.decode("utf-8", "replace").partition("=")[::2] for p in raw_env.split(b"\0") if p)
+        try:
+            cwd = os.readlink("/proc/%d/cwd" % pid)
+        except OSError:
+            cwd = None
+        python = interpreter(pid, argv, env, cwd)
+        root, version = package_of(python, env, cwd, request.get("locate"), request.get("package", "sglang"))
+        log, note = log_of(pid)
+        shown = {}
+        for k, v in sorted((env or {}).items()):
+            if k.startswith(keep):
+                shown[k] = "<redacted>" if any(w in k.upper() for w in secret) else v
+        flags = argv[at:]
+        labels = {label: (env or {}).get(var) for label, var in sorted(launcher.get("labels", {}).items())}
+        found.append({
+            "pid": pid, "kind": launcher["kind"], "argv": argv, "cwd": cwd, "env": shown,
+            "env_readable": env is not None, "log_path": log, "log_note": note, "python": python,
+            "sglang_dir": root, "sglang_version": version, "bind_host": option(flags, "--host", "127.0.0.1"),
+            "port": int(option(flags, "--port", "30000")), "labels": labels,
+            "started_at": boot + int(stat[19]) / ticks if len(stat) > 19 else None,
+        })
+    return found
+
+
+def main():
+    request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    print(MARKER + json.dumps({"servers": servers(request)}))
+
+
+if __name__ == "__main__":
+    main()

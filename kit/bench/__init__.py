@@ -1,0 +1,104 @@
+"""Streaming load against SGLang's ``/generate`` or the OpenAI API; per-request metrics; A/B comparison.
+
+What this client does that common benchmark clients get wrong:
+
+- Token counts come from the server, per chunk: deltas of ``meta_info.completion_tokens``
+  on ``/generate``, and of ``usage.completion_tokens`` with ``continuous_usage_stats`` on
+  the OpenAI API. Nothing is tokenized on the client. When the server gives no counts,
+  the request is flagged (``count_source``) and the reason recorded; the fallback is never
+  silent.
+- A chunk under speculative decoding (MTP/EAGLE) carries several tokens. Latency between
+  tokens is the chunk's gap split over its tokens, and the gap per chunk is kept too.
+- Decode tok/s of a request is the tokens after the first chunk over the time after the
+  first chunk, so tokens that arrived before the clock started are not counted.
+- One pooled ``aiohttp`` session with a large read buffer and ``perf_counter_ns``
+  timestamps taken as each read returns. Per event there is one ``json.loads`` (for a
+  large ``/generate`` event, of its ``meta_info`` only); each request's bookkeeping waits
+  until the reads that are already due have been timestamped.
+- The time a request waited for its scheduled start or a concurrency slot is recorded
+  (``wait_s``), not hidden.
+- Speculative accept length is scoped to the run: sum of completion tokens over sum of
+  ``spec_verify_ct`` of its requests, not the server's lifetime average.
+
+Results are written as JSONL as each request finishes, so a crash loses nothing that
+finished. ``compare(a, b)`` puts a bootstrap confidence interval on the difference in
+mean per-request decode tok/s.
+
+Modules (each imported on first use of one of its names, so ``import kit.bench`` and
+``import kit.bench.config`` load neither aiohttp nor pandas, numpy or tqdm):
+
+- ``config``: ``BenchConfig``, ``RequestResult``, ``API_PATHS``, ``DEFAULT_PORT`` and the
+  other constants; standard library only, for the command line's help.
+- ``stream``: the SSE stream of one request, parsed into token chunks with arrival times
+  (``StreamParser``, ``native_tail``), and the per-request metrics and token-count
+  resolution computed from them (``fill_metrics``).
+- ``client``: the HTTP side of one request (``Client``, ``one_request``, failure
+  classification), server look-ups, prompts and request bodies (``payload``).
+- ``load``: the load driver (``bench``, ``bench_async``, warmup, fixed concurrency or
+  Poisson arrivals, the recorder), ``resolve_url``, ``run_sync`` and ``progress_for``
+  with the terminal progress bar.
+- ``results``: ``BenchRun`` (tables, totals, plots, rendering) and the JSONL run-file
+  writer and loader.
+- ``comparison``: ``Comparison``, ``compare`` and the bootstrap. (Not named ``compare``: a
+  submodule of that name, once imported, would replace the ``compare`` function on this
+  package, and ``from kit.bench import compare`` would give the module.)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kit.errors import BenchError
+
+    from .comparison import Comparison, compare
+    from .config import API_PATHS, DEFAULT_PORT, BenchConfig, RequestResult
+    from .load import bench, bench_async, progress_for, resolve_url, run_sync
+    from .results import BenchRun
+
+__all__ = [
+    "API_PATHS",
+    "BenchConfig",
+    "BenchError",
+    "BenchRun",
+    "Comparison",
+    "DEFAULT_PORT",
+    "RequestResult",
+    "bench",
+    "bench_async",
+    "compare",
+    "progress_for",
+    "resolve_url",
+    "run_sync",
+]
+
+# Where each public name lives; the module is imported when the name is first used.
+_HOMES = {
+    "API_PATHS": "kit.bench.config",
+    "BenchConfig": "kit.bench.config",
+    "BenchError": "kit.errors",
+    "BenchRun": "kit.bench.results",
+    "Comparison": "kit.bench.comparison",
+    "DEFAULT_PORT": "kit.bench.config",
+    "RequestResult": "kit.bench.config",
+    "bench": "kit.bench.load",
+    "bench_async": "kit.bench.load",
+    "compare": "kit.bench.comparison",
+    "progress_for": "kit.bench.load",
+    "resolve_url": "kit.bench.load",
+    "run_sync": "kit.bench.load",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,238 @@
+"""A run as data: ``BenchRun`` (tables, totals, rendering) and its JSONL run file, written and read back."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from kit.errors import BenchError
+
+from .config import BenchConfig, RequestResult
+
+__all__ = ["BenchRun", "RunWriter"]
+
+_FORMAT = 1  # in every header line, so that a later reader can tell an older file layout apart
+
+
+@dataclass
+class BenchRun:
+    """A finished (or crashed) run: its configuration, one row per request, and server snapshots."""
+
+    config: BenchConfig
+    url: str
+    results: list[RequestResult]
+    started_at: str = ""
+    duration_s: float | None = None  # None: the run did not finish (crash or interrupt)
+    server_info_before: dict | None = None
+    server_info_after: dict | None = None
+    path: str | None = None
+    kit_version: str = ""
+    clock_origin_ns: int | None = None  # time.perf_counter_ns() at the run's start, to line up with other logs
+
+    # -- tables ------------------------------------------------------------------
+    @property
+    def requests(self):
+        """One row per measured request (a pandas DataFrame)."""
+        import pandas as pd
+
+        columns = [f.name for f in fields(RequestResult)]
+        return pd.DataFrame([r.to_dict() for r in self.results], columns=columns)
+
+    def summary(self):
+        """Mean, median, p90 and p99 of each per-request metric over the successful requests."""
+        import numpy as np
+        import pandas as pd
+
+        ok = [r for r in self.results if r.ok]
+        series = {
+            "ttft_ms": [r.ttft_s * 1e3 for r in ok if r.ttft_s is not None],
+            "e2e_s": [r.e2e_s for r in ok if r.e2e_s is not None],
+            "decode_tok_s": [r.decode_tok_s for r in ok if r.decode_tok_s is not None],
+            "itl_token_ms": _itl_samples(ok, per_token=True),
+            "itl_chunk_ms": _itl_samples(ok, per_token=False),
+            "tokens_per_chunk": [t for r in ok for t in r.chunk_tokens[1:]],
+            "output_tokens": [r.output_tokens for r in ok],
+            "wait_ms": [r.wait_s * 1e3 for r in ok],
+        }
+        rows = {}
+        for name, values in series.items():
+            arr = np.asarray(values, dtype=float)
+            if arr.size:
+                rows[name] = {"mean": arr.mean(), "median": np.median(arr), "p90": np.percentile(arr, 90),
+                              "p99": np.percentile(arr, 99), "n": arr.size}
+            else:
+                rows[name] = {"mean": np.nan, "median": np.nan, "p90": np.nan, "p99": np.nan, "n": 0}
+        return pd.DataFrame.from_dict(rows, orient="index")
+
+    @property
+    def totals(self) -> dict:
+        """Counts over the whole run: successes, failures by kind, tokens, aggregate rates."""
+        ok = [r for r in self.results if r.ok]
+        failures: dict[str, int] = {}
+        for r in self.results:
+            if not r.ok:
+                failures[r.error_kind or "unknown"] = failures.get(r.error_kind or "unknown", 0) + 1
+        tokens = sum(r.output_tokens for r in ok)
+        verified = [r for r in ok if r.spec_verify_ct]
+        rates = [r.decode_tok_s for r in ok if r.decode_tok_s is not None]
+        return {
+            "requests": len(self.results),
+            "ok": len(ok),
+            "failed": len(self.results) - len(ok),
+            "failures": failures,
+            "output_tokens": tokens,
+            "duration_s": self.duration_s,
+            "output_tok_s": tokens / self.duration_s if self.duration_s else None,
+            "mean_decode_tok_s": sum(rates) / len(rates) if rates else None,
+            "accept_length": (sum(r.output_tokens for r in verified) / sum(r.spec_verify_ct for r in verified)
+                              if verified else None),
+            "flagged_counts": sum(1 for r in self.results if r.count_source != "server"),
+            "finished": self.duration_s is not None,
+        }
+
+    # -- files -------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> BenchRun:
+        """Read a run file; a run that crashed reads back with what it had finished."""
+        return _load_run(Path(path))
+
+    def to_jsonl(self, path: str | os.PathLike) -> Path:
+        """Write the whole run to ``path`` (runs normally write themselves as they go)."""
+        writer = RunWriter(Path(path))
+        writer.header(self)
+        for r in self.results:
+            writer.request(r)
+        if self.duration_s is not None:
+            writer.end(self.duration_s, self.server_info_after)
+        writer.close()
+        return Path(path)
+
+    # -- plots (plotly, through kit.display) ---------------------------------------
+    def plot_rates(self):
+        from kit.display import rate_distribution
+
+        return rate_distribution({self.name: self})
+
+    def plot_timeline(self):
+        from kit.display import timeline
+
+        return timeline(self)
+
+    # -- rendering -----------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        if self.config.label:
+            return self.config.label
+        return Path(self.path).stem if self.path else f"{self.config.api}@{self.url}"
+
+    def _headline(self) -> str:
+        t = self.totals
+        rate = f"{t['mean_decode_tok_s']:.2f}" if t["mean_decode_tok_s"] is not None else "n/a"
+        state = "" if t["finished"] else ", did not finish"
+        return (f"{t['ok']}/{t['requests']} ok, {t['failed']} failed, decode {rate} tok/s per request (mean), "
+                f"{self.config.api} c={self.config.concurrency}{state}")
+
+    def notes(self) -> list[str]:
+        t = self.totals
+        out = []
+        if t["failures"]:
+            out.append("failures: " + ", ".join(f"{k} x{v}" for k, v in sorted(t["failures"].items())))
+        if t["flagged_counts"]:
+            reasons = sorted({r.count_note for r in self.results if r.count_note})
+            out.append(f"{t['flagged_counts']} request(s) not counted by the server: " + "; ".join(reasons))
+        if t["accept_length"] is not None:
+            out.append(f"accept length over this run: {t['accept_length']:.3f} "
+                       "(sum of completion tokens / sum of spec_verify_ct)")
+        return out
+
+    def __repr__(self) -> str:
+        return f"<BenchRun {self.name}: {self._headline()}>"
+
+    def to_text(self) -> str:
+        table = self.summary().round(3).to_string()
+        return "\n".join([repr(self)[1:-1], *self.notes(), table])
+
+    def _repr_html_(self) -> str:
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes())
+        return (f"<div><b>BenchRun {html.escape(self.name)}</b>: {html.escape(self._headline())}"
+                f"<ul>{notes}</ul>{self.summary().round(3).to_html()}</div>")
+
+
+def _itl_samples(results: Iterable[RequestResult], *, per_token: bool) -> list[float]:
+    """Gaps between token chunks in ms; per token, a gap counts once for each token of its chunk."""
+    out: list[float] = []
+    for r in results:
+        t, k = r.chunk_t_ms, r.chunk_tokens
+        for i in range(1, len(t)):
+            gap = t[i] - t[i - 1]
+            if per_token and k[i] > 0:
+                n = max(1, round(k[i]))
+                out.extend([gap / k[i]] * n)
+            elif not per_token:
+                out.append(gap)
+    return out
+
+
+# -- the run file ------------------------------------------------------------------------
+
+
+class RunWriter:
+    """Appends one JSON line per finished request and flushes it, so a crash loses nothing done."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+
+    def _write(self, record: dict) -> None:
+        self.fh.write(json.dumps(record, default=str, separators=(",", ":")) + "\n")
+        self.fh.flush()
+
+    def header(self, run: BenchRun) -> None:
+        self._write({"kind": "run", "format": _FORMAT, "kit_version": run.kit_version, "url": run.url,
+                     "started_at": run.started_at, "clock_origin_ns": run.clock_origin_ns, "config": asdict(run.config),
+                     "server_info_before": run.server_info_before})
+
+    def request(self, result: RequestResult) -> None:
+        self._write({"kind": "request", **result.to_dict()})
+
+    def end(self, duration_s: float, server_info_after: dict | None) -> None:
+        self._write({"kind": "end", "duration_s": duration_s, "server_info_after": server_info_after})
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _load_run(path: Path) -> BenchRun:
+    if not path.is_file():
+        raise BenchError(f"no run file at {path}", hint="give a .jsonl written by `sgl-kit bench --out`")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if number == len(lines):
+                break  # a line torn by a crash mid-write
+            raise BenchError(f"{path}:{number} is not JSON",
+                             hint="the run file is damaged; re-run the benchmark") from None
+    if not records or records[0].get("kind") != "run":
+        raise BenchError(f"{path} is not a bench run file (no header line)",
+                         hint="give a .jsonl written by `sgl-kit bench`")
+    head = records[0]
+    known = {f.name for f in fields(BenchConfig)}
+    config = BenchConfig(**{k: v for k, v in head.get("config", {}).items() if k in known})
+    result_fields = {f.name for f in fields(RequestResult)}
+    results = [RequestResult(**{k: v for k, v in r.items() if k in result_fields})
+               for r in records[1:] if r.get("kind") == "request"]
+    end = next((r for r in records if r.get("kind") == "end"), None)
+    return BenchRun(config, head.get("url", ""), results, head.get("started_at", ""),
+                    end["duration_s"] if end else None, head.get("server_info_before"),
+                    end.get("server_info_after") if end else None, str(path), head.get("kit_version", ""),
+                    head.get("clock_origin_ns"))

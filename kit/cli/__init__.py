@@ -1,0 +1,77 @@
+"""``sgl-kit``: the kit's functions from a terminal.
+
+Every command takes a TARGET (``local``, ``lab``, ``ssh://user@host:port``,
+``user@host`` or an ~/.ssh/config alias) and prints for a person, or JSON
+with ``--json`` for scripts. Errors go to stderr with what to do next, and
+the exit status is 2 for kit errors, the command's own status for ``run``.
+
+One module per command group registers its sub-commands (``register(sub)``);
+this is the only place in ``kit/`` that builds the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from kit.errors import KitError
+
+from . import args, bench, dryrun, lab, remote, why
+from .common import common_options
+
+__all__ = ["build_parser", "main"]
+
+EXAMPLES = """\
+examples:
+  sgl-kit run gpu-box -- nvidia-smi
+  sgl-kit run ssh://root@10.0.0.5:22 -- 'ps aux | grep sglang'
+  sgl-kit source gpu-box srt/server_args.py:1222-1260 --python /root/ml-env/bin/python
+  sgl-kit source gpu-box --function ServerArgs._handle_piecewise_cuda_graph
+  sgl-kit grep gpu-box 'disable_piecewise_cuda_graph ='
+"""
+
+# In help order.
+GROUPS = (remote, why, args, lab, bench, dryrun)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sgl-kit",
+        description="Find out why an SGLang server is slow.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common_options(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def _report(exc: KitError) -> None:
+    sys.stderr.write(f"sgl-kit: error: {exc.message}\n")
+    if exc.hint:
+        sys.stderr.write(f"  -> {exc.hint}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first "--" is a remote command, never our options.
+    rest: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, rest = argv[:cut], argv[cut + 1 :]
+    parsed = parser.parse_args(args.route_target(argv))
+    parsed.cmd = rest
+    func: Callable = parsed.func
+    try:
+        return int(func(parsed) or 0)
+    except KitError as exc:
+        _report(exc)
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("sgl-kit: interrupted\n")
+        return 130

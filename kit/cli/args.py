@@ -1,0 +1,214 @@
+"""``sgl-kit args parse|diff|show``: a server's effective arguments, and where each came from.
+
+``sgl-kit args TARGET`` is ``sgl-kit args show TARGET``: see :func:`route_target`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kit.errors import KitError
+
+from .common import common_options, emit_json, host_for, local_file, plain
+
+__all__ = ["register", "route_target"]
+
+ACTIONS = ("parse", "diff", "show")
+# Common options that take a value, to skip over when looking for the command word.
+_VALUE_OPTIONS = ("--python", "--package-dir", "--identity", "-i", "--known-hosts", "--ssh-config", "--timeout")
+
+
+def route_target(argv: list[str]) -> list[str]:
+    """``sgl-kit args lab`` means ``sgl-kit args show lab``: a first word that is no action is a TARGET."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in _VALUE_OPTIONS else 1  # common options before the command
+    if i + 1 < len(argv) and argv[i] == "args" and argv[i + 1] not in ACTIONS \
+            and not argv[i + 1].startswith("-"):
+        return argv[:i + 1] + ["show"] + argv[i + 1:]
+    return argv
+
+
+def register(sub) -> None:
+    p = sub.add_parser("args", help="parse or compare effective server arguments",
+                       description="Read server_args from logs, /server_info JSON or launch commands.")
+    inner = p.add_subparsers(dest="args_command", metavar="ACTION")
+    inner.required = True
+    parse = inner.add_parser("parse", help="the server_args=... of a log file",
+                             description="Print every field of the last server_args line in LOGFILE "
+                                         "(- for stdin). Lines cut off mid-field still give the fields "
+                                         "before the cut.")
+    parse.add_argument("logfile")
+    parse.add_argument("--all", action="store_true", help="every server_args line, not only the last")
+    parse.set_defaults(func=cmd_args_parse)
+    diff = inner.add_parser("diff", help="fields that differ between two deployments",
+                            description="Each side is a log file, a /server_info JSON file, or a file "
+                                        "holding a launch command. Launch commands are read with the "
+                                        "flag table of a real sglang source: give --package-dir or "
+                                        "--sglang VERSION.")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    diff.add_argument("--sglang", metavar="VERSION",
+                      help="read launch commands with this sglang release's flags (downloaded once)")
+    diff.set_defaults(func=cmd_args_diff)
+    for q in (parse, diff):
+        common_options(q)
+    show = inner.add_parser("show", help="effective args of a running server, and where each came from",
+                            description="Find the SGLang server on TARGET (the lab, this machine or an SSH "
+                                        "host), and classify every argument it runs with: default, "
+                                        "explicit (from its argv), explicit-overridden, or auto-changed "
+                                        "(SGLang changed it on its own). `sgl-kit args TARGET` is the same.")
+    show.add_argument("target", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias")
+    show.add_argument("--pid", type=int, help="which server, when the host runs several")
+    show.add_argument("--port", type=int, help="which server, by its HTTP port")
+    show.add_argument("--all", action="store_true", help="every field, not only those not at their default")
+    common_options(show)
+    show.set_defaults(func=cmd_args_show)
+
+
+# --------------------------------------------------------------------------- parse
+
+
+def cmd_args_parse(args) -> int:
+    from kit.server_args import parse_log_all, parse_log_file_all
+
+    if args.logfile == "-":
+        snaps = parse_log_all(sys.stdin.buffer.read())
+    else:
+        snaps = parse_log_file_all(local_file(args.logfile))
+    chosen = snaps if args.all else snaps[-1:]
+    if args.json:
+        emit_json([s.to_dict() for s in chosen] if args.all else chosen[0].to_dict())
+        return 0
+    for snap in chosen:
+        sys.stdout.write(repr(snap)[1:-1] + "\n")
+        width = max(map(len, snap.fields), default=0)
+        for name, value in snap.fields.items():
+            sys.stdout.write(f"  {name:<{width}} = {snap.raw.get(name, repr(value))}\n")
+        if snap.truncated:
+            sys.stdout.write(f"  ... line cut off at character {snap.stopped_at}; fields after it are unknown\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def _side(path: str, args):
+    """A log, a /server_info JSON, or a launch command, as a mapping of fields."""
+    from kit.server_args import flag_table, from_server_info, parse_command, parse_log_file_all
+
+    text = open(local_file(path), "rb").read(4096).decode("utf-8", "replace")
+    if text.lstrip().startswith("{"):
+        with open(path, "rb") as fh:
+            return from_server_info(fh.read())
+    if "server_args=" in text or _mentions(path, b"server_args="):
+        return parse_log_file_all(path)[-1]
+    with open(path, errors="replace") as fh:
+        command = fh.read()
+    return parse_command(command, flag_table(_diff_tree(args)))
+
+
+def _mentions(path: str, needle: bytes) -> bool:
+    """Whether a (possibly huge) file contains ``needle``, read in blocks."""
+    with open(path, "rb") as fh:
+        tail = b""
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            if needle in tail + block:
+                return True
+            tail = block[-len(needle):]
+    return False
+
+
+def _diff_tree(args):
+    from kit._paths import tree_dir
+    from kit._wheels import install_package_source
+    from kit.hosts import LocalHost
+    from kit.source import SourceTree
+
+    if args.package_dir:
+        return SourceTree.at(LocalHost(), args.package_dir)
+    if args.sglang:
+        prefix = tree_dir("sglang", args.sglang)
+        return SourceTree.at(LocalHost(), install_package_source("sglang", args.sglang, prefix=str(prefix)))
+    raise KitError("a launch command needs sglang's flag table to be read",
+                   hint="add --sglang 0.5.11 (the release the command was written for) or --package-dir DIR")
+
+
+def cmd_args_diff(args) -> int:
+    from kit.server_args import diff
+
+    frame = diff(_side(args.a, args), _side(args.b, args))
+    if args.json:
+        emit_json({"a": args.a, "b": args.b, "differences": [
+            {"flag": r.flag, "a": plain(r.a), "b": plain(r.b)} for r in frame.itertuples(index=False)]})
+        return 0
+    if frame.empty:
+        sys.stdout.write("no differences\n")
+        return 0
+    width = max(len(str(f)) for f in frame["flag"])
+    sys.stdout.write(f"{'flag':<{width}}  A: {args.a}\n{'':<{width}}  B: {args.b}\n")
+    for row in frame.itertuples(index=False):
+        sys.stdout.write(f"{row.flag:<{width}}  {plain(row.a)!r:>24} -> {plain(row.b)!r}\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- show
+
+
+def cmd_args_show(args) -> int:
+    from kit.server_args import classify_server, effective_args
+    from kit.source import SourceTree
+    from kit.target import parse_target
+
+    with host_for(args) as host:
+        server = _find(host, args, lab=parse_target(args.target)["kind"] == "lab")
+        tree = SourceTree.of_server(server)
+        if host.name != "local":
+            tree = tree.snapshot()
+        snapshot = effective_args(server)
+        frame = classify_server(server, tree, snapshot)
+    shown = frame if args.all else frame[frame["origin"] != "default"]
+    if args.json:
+        rows = [{k: plain(v) for k, v in row.items()} for row in shown.to_dict(orient="records")]
+        emit_json({"server": server.to_dict(), "source": snapshot.source, "fields": rows})
+        return 0
+    sys.stdout.write(_args_text(server, snapshot, shown, len(frame), args))
+    return 0
+
+
+def _find(host, args, lab: bool):
+    if lab and args.pid is None and args.port is None:
+        from kit.lab import find_lab_server
+
+        return find_lab_server(host)
+    from kit.target import find_server
+
+    return find_server(host, pid=args.pid, port=args.port)
+
+
+def _args_text(server, snapshot, frame, total: int, args) -> str:
+    everything = args.all
+    head = [f"{'lab stand-in' if server.kind == 'lab' else 'sglang'} {server.sglang_version or '?'}, "
+            f"pid {server.pid} on {server.host_name}, {server.url}",
+            f"effective args from {snapshot.source or 'the log'}; explicit ones from its argv, read with the flag "
+            f"table of {server.sglang_dir}; defaults from that source",
+            f"{len(frame)} of {total} fields shown" + ("" if everything else " (those not at their default; --all "
+                                                          "for every field)"), ""]
+    if frame.empty:
+        return "\n".join(head) + "every field is at its default\n"
+    columns = ["flag", "default", "cli", "effective", "origin"]
+    cells = [[str(plain(v)) if plain(v) is not None else "-" for v in row]
+             for row in frame[columns].itertuples(index=False)]
+    widths = [min(48, max(len(c[i]) for c in cells + [columns])) for i in range(5)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(columns, widths, strict=True))]
+    for c in cells:
+        lines.append("  ".join(_cut(v, w).ljust(w) for v, w in zip(c, widths, strict=True)))
+    auto = [c[0] for c in cells if c[4] == "auto-changed"]
+    tail = ["", f"auto-changed (SGLang decided, no flag asked): {', '.join(auto) or 'none'}"]
+    if auto:
+        tail.append(f"explain one with: sgl-kit why {auto[0]} {args.target}")
+    return "\n".join(head + lines + tail) + "\n"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"

@@ -1,0 +1,95 @@
+"""``sgl-kit bench TARGET_OR_URL`` and ``sgl-kit bench compare A B``: tok/s, measured and compared."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from kit.bench.config import API_PATHS, DEFAULT_PORT
+from kit.errors import BenchError
+
+from .common import common_options, emit_json, ssh_options
+
+__all__ = ["register"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "bench", help="measure tok/s with streaming load, or compare two runs",
+        usage="sgl-kit bench TARGET_OR_URL [--api native|openai|completions] [--concurrency N] [--requests M] "
+              "[--max-tokens K] [--out FILE] [--json]\n       sgl-kit bench compare A.jsonl B.jsonl [--json]",
+        description="Stream requests to an SGLang server and measure per-request decode tok/s, time to first "
+                    "token, latency between tokens (per token and per chunk) and speculative accept length, "
+                    "with token counts from the server. TARGET_OR_URL is http://host:port, `local`, or an "
+                    "SSH target (the server port, --port, is forwarded). Each finished request is appended to "
+                    "the run file (default runs/bench-*.jsonl). `bench compare A B` gives B - A in mean decode "
+                    "tok/s with a bootstrap 95% confidence interval and a verdict.")
+    p.add_argument("target", metavar="TARGET_OR_URL")
+    p.add_argument("runs", nargs="*", help="with `compare`: the two run files A and B")
+    p.add_argument("--api", default="native", choices=sorted(API_PATHS), help="native is /generate (default)")
+    p.add_argument("--concurrency", "-c", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument("--requests", "-n", type=int, default=16, help="measured requests (default 16)")
+    p.add_argument("--rate", type=float, default=None, help="Poisson arrivals per second instead of fixed concurrency")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured requests first (default 1)")
+    p.add_argument("--max-tokens", type=int, default=256, help="output tokens per request (default 256)")
+    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
+                   help="let the model stop early (outputs no longer have a fixed length)")
+    p.add_argument("--input-len", type=int, default=128, help="prompt length in words (default 128)")
+    p.add_argument("--input-len-min", type=int, default=None, help="random prompt lengths from this to --input-len")
+    p.add_argument("--prompts", metavar="FILE", help="JSONL of prompts instead of random words")
+    p.add_argument("--model", help="OpenAI model name (default: first of /v1/models)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"server port on the target (default {DEFAULT_PORT})")
+    p.add_argument("--stall-timeout", type=float, default=60.0, help="seconds without data that end a request")
+    p.add_argument("--label", help="a name for this run (shown in comparisons)")
+    p.add_argument("--out", metavar="FILE", help="run file (default runs/bench-<time>-<api>-c<N>.jsonl)")
+    p.add_argument("--confidence", type=float, default=0.95, help="with compare: CI level (default 0.95)")
+    p.set_defaults(func=cmd_bench)
+    common_options(p)
+
+
+def cmd_bench(args) -> int:
+    from kit.bench import BenchConfig, bench_async, progress_for, resolve_url, run_sync
+
+    if args.target == "compare":
+        return cmd_compare(args)
+    if args.runs:
+        raise BenchError(f"unexpected arguments: {' '.join(args.runs)}",
+                         hint="sgl-kit bench TARGET_OR_URL [options], or sgl-kit bench compare A.jsonl B.jsonl")
+    cfg = BenchConfig(api=args.api, concurrency=args.concurrency, requests=args.requests, rate=args.rate,
+                      warmup=args.warmup, max_tokens=args.max_tokens, ignore_eos=args.ignore_eos,
+                      input_len=args.input_len, input_len_min=args.input_len_min, prompts_file=args.prompts,
+                      model=args.model, stall_timeout=args.stall_timeout, label=args.label)
+    ssh = {} if args.target.startswith(("http://", "https://")) else ssh_options(args)
+    url, host = resolve_url(args.target, port=args.port, **ssh)
+    bar = progress_for("auto", cfg)
+    try:
+        run = run_sync(bench_async(url, cfg, out=args.out, progress=bar))
+    finally:
+        if bar is not None:
+            bar.close()
+        if host is not None:
+            host.close()
+    if args.json:
+        emit_json({"path": run.path, "url": run.url, "totals": run.totals, "summary": _frame_dict(run.summary())})
+    else:
+        sys.stdout.write(run.to_text() + f"\nwritten to {run.path}\n")
+    return 0 if run.totals["ok"] else 1
+
+
+def cmd_compare(args) -> int:
+    from kit.bench import compare
+
+    if len(args.runs) != 2:
+        raise BenchError(f"compare takes two run files, got {len(args.runs)}",
+                         hint="sgl-kit bench compare A.jsonl B.jsonl")
+    result = compare(args.runs[0], args.runs[1], confidence=args.confidence)
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        sys.stdout.write(result.to_text() + "\n")
+    return 0
+
+
+def _frame_dict(frame) -> dict:
+    return {name: {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for name, row in frame.to_dict(orient="index").items()}

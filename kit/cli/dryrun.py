@@ -1,0 +1,197 @@
+"""``sgl-kit dryrun ...`` and ``sgl-kit why FLAG --dryrun ...``: sglang's own resolution, on CPU.
+
+``why`` adds :func:`add_why_options` and, when ``--dryrun`` is given, hands over to
+:func:`cmd_why_dryrun`. Everything after ``--`` on the command line (``args.cmd``) is
+sglang's own flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from kit.errors import DryRunError
+
+from .common import emit_json
+
+__all__ = ["add_why_options", "cmd_why_dryrun", "command_line", "register"]
+
+USAGE = "sgl-kit dryrun [setup|run|gpus|versions] --sglang VERSION [--model DIR_OR_CONFIG_JSON] " \
+        "[--gpu GPU] [--tp N] [--env K=V] [--json] [--save FILE] -- SGLANG_FLAGS..."
+
+DESCRIPTION = """\
+Resolve the server arguments sglang would run with, using sglang's own code, on this
+machine (no GPU needed): the exact server_args=ServerArgs(...) line, every value sglang
+changed on its own during ServerArgs.__post_init__ (with the function and line that
+changed it, and whether it logged anything), and any error sglang would stop with.
+
+actions:
+  run       (the default) resolve one launch; its flags come after --
+  setup     build the dry-run environment for --sglang VERSION (about 1.2 GB, once)
+  gpus      list the GPU profiles
+  versions  list the supported sglang versions and whether each is set up
+
+exit status: 0 resolved, 1 sglang would refuse to start, 2 the kit could not do it.
+"""
+
+EXAMPLES = """\
+examples:
+  sgl-kit dryrun setup --sglang 0.5.11
+  sgl-kit dryrun --sglang 0.5.11 --model ./config.json --gpu a6000 --tp 2 -- \\
+      --speculative-algorithm EAGLE --mamba-scheduler-strategy extra_buffer
+  sgl-kit why disable_piecewise_cuda_graph --dryrun --model ./config.json --tp 2 -- \\
+      --speculative-algorithm EAGLE --mamba-scheduler-strategy extra_buffer
+"""
+
+
+def _launch_options(p: argparse.ArgumentParser, *, for_why: bool) -> None:
+    g = p.add_argument_group("dry-run" if for_why else "launch")
+    g.add_argument("--sglang", metavar="VERSION", default="0.5.11", help="sglang release (default: 0.5.11)")
+    g.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
+                   help="the model's directory or config.json (default: --model-path among the flags)")
+    g.add_argument("--gpu", default="a6000", help="GPU profile, see `sgl-kit dryrun gpus` (default: a6000)")
+    g.add_argument("--tp", type=int, metavar="N", help="tensor parallel size (adds --tp-size N)")
+    g.add_argument("--env", metavar="KEY=VALUE", action="append", default=[],
+                   help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
+    g.add_argument("--install", action="store_true",
+                   help="build the dry-run environment first if it is missing")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dryrun", help="resolve sglang's effective args for a launch, without a GPU",
+                       usage=USAGE, description=DESCRIPTION, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", default="run", choices=("run", "setup", "gpus", "versions"))
+    _launch_options(p, for_why=False)
+    p.add_argument("--save", metavar="FILE",
+                   help="also write the JSON result to FILE, with the command that made it")
+    # SUPPRESS keeps `sgl-kit --json dryrun ...` working: the top-level parser owns the default.
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
+    p.set_defaults(func=cmd_dryrun)
+
+
+def add_why_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dryrun", action="store_true",
+                   help="also resolve the launch given after -- with the real sglang code (see "
+                        "`sgl-kit dryrun -h`) and check that both readings name the same sites")
+    _launch_options(p, for_why=True)
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise DryRunError(f"--env takes KEY=VALUE, not {pair!r}")
+        out[key] = value
+    return out
+
+
+def _progress(step) -> None:
+    sys.stderr.write(f"{step}\n")
+    sys.stderr.flush()
+
+
+def cmd_dryrun(args) -> int:
+    action = {"setup": _setup, "gpus": _gpus, "versions": _versions}.get(args.action, _resolve)
+    return action(args)
+
+
+def _setup(args) -> int:
+    from kit.dryrun import setup
+
+    report = setup(args.sglang, progress=None if getattr(args, "json", False) else _progress)
+    info = report.env.check_info()
+    if getattr(args, "json", False):
+        emit_json({"version": report.env.version, "path": str(report.env.path), "seconds": report.seconds,
+               "cached": report.cached, "check": info,
+               "steps": [{"name": s.name, "label": s.label, "state": s.state, "seconds": s.seconds}
+                         for s in report.steps]})
+        return 0
+    versions = info.get("versions", {})
+    state = "already set up" if report.cached else f"set up in {report.seconds:.0f}s"
+    sys.stdout.write(f"sglang {report.env.version} dry-run environment {state}: {report.env.path}\n")
+    sys.stdout.write(f"  python {versions.get('python')}, torch {versions.get('torch')}, "
+                     f"transformers {versions.get('transformers')}\n")
+    if info.get("probes_missing"):
+        sys.stdout.write(f"  note: this sglang lacks probes {', '.join(info['probes_missing'])}; "
+                         "they answer as on this machine\n")
+    return 0
+
+
+def _gpus(args) -> int:
+    from kit.dryrun import gpu_profiles
+
+    profiles = gpu_profiles()
+    if getattr(args, "json", False):
+        emit_json({k: p.probe_request() for k, p in profiles.items()})
+        return 0
+    for key, p in profiles.items():
+        flags = "hopper" if p.hopper else "blackwell" if p.blackwell else ""
+        sys.stdout.write(f"{key:<10} {p.name:<26} SM{p.sm}  {p.memory_mib:>6} MiB  {p.bandwidth_gbs:>6g} GB/s  "
+                         f"{p.bf16_tflops:>6g} TFLOP/s bf16  {flags}\n".rstrip() + "\n")
+    return 0
+
+
+def _versions(args) -> int:
+    from kit.dryrun import environment, supported_versions
+
+    rows = [(v, environment(v)) for v in supported_versions()]
+    if getattr(args, "json", False):
+        emit_json([{"version": v, "ready": e.ready, "path": str(e.path)} for v, e in rows])
+        return 0
+    for version, env in rows:
+        state = "set up" if env.ready else f"not set up (sgl-kit dryrun setup --sglang {version})"
+        sys.stdout.write(f"{version:<14} {state}\n")
+    return 0
+
+
+def _resolve(args) -> int:
+    from kit.dryrun import dry_run
+
+    result = dry_run(args.cmd, model=args.model, gpu=args.gpu, tp=args.tp, sglang=args.sglang,
+                     env=_env_pairs(args.env), install=args.install)
+    data = result.to_dict()
+    if args.save:
+        _save(args, data)
+    if getattr(args, "json", False):
+        emit_json(data)
+    else:
+        sys.stdout.write(result.to_text() + "\n")
+    return 0 if result.error is None or result.error.kind == "environment" else 1
+
+
+def command_line(args) -> str:
+    """The command that makes this result again, in its canonical spelling."""
+    parts = ["sgl-kit", "dryrun", "--sglang", args.sglang]
+    parts += ["--model", args.model] if args.model else []
+    parts += ["--gpu", args.gpu] + (["--tp", str(args.tp)] if args.tp else [])
+    for pair in args.env:
+        parts += ["--env", pair]
+    parts += ["--save", args.save] if args.save else []
+    return shlex.join([*parts, "--", *args.cmd])
+
+
+def _save(args, data: dict) -> None:
+    record = {"made_by": command_line(args), **data}
+    path = args.save
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=1, default=str)
+        fh.write("\n")
+
+
+def cmd_why_dryrun(args) -> int:
+    from kit.dryrun import why_with_dryrun
+
+    why = why_with_dryrun(args.flag, args.cmd, model=args.model or args.model_config, gpu=args.gpu,
+                          tp=args.tp, sglang=args.sglang, env=_env_pairs(args.env), install=args.install)
+    if getattr(args, "json", False):
+        emit_json(why.to_dict())
+    else:
+        sys.stdout.write(why.to_text() + "\n")
+    return 0 if why.agree else 1

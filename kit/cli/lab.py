@@ -1,0 +1,94 @@
+"""``sgl-kit lab up|down|status|restart``: the built-in lab, here or on an SSH host."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import common_options, emit_json, host_for
+
+__all__ = ["register"]
+
+
+def register(sub) -> None:
+    lab = sub.add_parser("lab", help="start, stop or inspect the built-in lab server",
+                         description="The lab is a stand-in for the incident's SGLang server (Qwen3.6-27B, "
+                                     "TP 2, MTP) that needs no GPU. It runs real sglang 0.5.11 argument "
+                                     "handling and a throughput model of the incident.")
+    actions = lab.add_subparsers(dest="lab_command", metavar="ACTION")
+    actions.required = True
+    for name, helptext, func in (("up", "prepare the lab directory and start the server", cmd_lab_up),
+                                 ("down", "stop the server the lab started", cmd_lab_down),
+                                 ("status", "is the lab running, where, with which command", cmd_lab_status),
+                                 ("restart", "stop, then start with new flags (or the same)", cmd_lab_restart)):
+        p = actions.add_parser(name, help=helptext, description=helptext + ".",
+                               usage=f"sgl-kit lab {name} [options]" + (" [-- SGLANG_FLAGS...]"
+                                                                       if name in ("up", "restart") else ""))
+        _lab_options(p, starts=name in ("up", "restart"))
+        common_options(p)
+        p.set_defaults(func=func)
+
+
+def _lab_options(p: argparse.ArgumentParser, starts: bool) -> None:
+    p.add_argument("--on", metavar="TARGET", default="local",
+                   help="where the lab runs: local (default) or an SSH target, which needs only python3")
+    p.add_argument("--dir", metavar="DIR", help="the lab directory (default: $SGL_KIT_LAB_DIR or <kit cache>/lab "
+                                                "here, ~/.cache/sglang-investigation-kit/lab on an SSH host)")
+    if not starts:
+        return
+    p.add_argument("--variant", choices=("new", "old", "fixed"),
+                   help="the incident's launch to reproduce (default: new, the slow one)")
+    p.add_argument("--port", type=int, default=None, help="HTTP port (default: 30000)")
+    p.add_argument("--host", dest="bind", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--scenario", default="incident", help="throughput model in kit/data/scenarios (default: incident)")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for /health (default: 60)")
+
+
+def _lab(args):
+    from kit.lab import Lab
+
+    args.target = args.on
+    host = host_for(args)
+    python = args.python if args.python != "python3" or args.on not in ("local", "lab") else "python3"
+    return Lab(host, directory=args.dir, python=python)
+
+
+def _print_status(args, status) -> None:
+    if args.json:
+        emit_json(status.to_dict())
+    else:
+        sys.stdout.write(status.to_text() + "\n")
+
+
+def cmd_lab_up(args) -> int:
+    lab = _lab(args)
+    with lab.host:
+        status = lab.up(variant=args.variant or "new", flags=args.cmd or None, port=args.port or 30000,
+                        host=args.bind, scenario=args.scenario, timeout=args.wait)
+        _print_status(args, status)
+    return 0
+
+
+def cmd_lab_down(args) -> int:
+    lab = _lab(args)
+    with lab.host:
+        _print_status(args, lab.down())
+    return 0
+
+
+def cmd_lab_status(args) -> int:
+    lab = _lab(args)
+    with lab.host:
+        status = lab.status()
+        _print_status(args, status)
+    return 0 if status.running else 3
+
+
+def cmd_lab_restart(args) -> int:
+    lab = _lab(args)
+    options = {"host": args.bind, "scenario": args.scenario, "timeout": args.wait}
+    if args.port:
+        options["port"] = args.port
+    with lab.host:
+        _print_status(args, lab.restart(flags=args.cmd or None, variant=args.variant, **options))
+    return 0

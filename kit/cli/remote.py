@@ -1,0 +1,127 @@
+"""``sgl-kit run``, ``source`` and ``grep``: commands and SGLang's source on the target."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from kit.errors import CommandTimeout, KitError
+
+from .common import common_options, console, emit_json, host_for, tree_for
+
+__all__ = ["register"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a command on the target",
+        usage="sgl-kit run TARGET [options] -- CMD...",
+        description="Run CMD on TARGET. One argument runs under /bin/sh -c; several are "
+        "executed directly, with no shell. Output streams as it comes. "
+        "Everything after -- is the command.",
+    )
+    p.add_argument("target")
+    p.set_defaults(func=cmd_run)
+    common_options(p)
+
+    p = sub.add_parser(
+        "source",
+        help="read sglang source lines on the target",
+        description="Print lines of the sglang source installed on TARGET, like "
+        "`sed -n 'A,Bp'` but found by path or by function name.",
+    )
+    p.add_argument("target")
+    p.add_argument("path", nargs="?", help="PATH[:START-END], relative to the package (srt/server_args.py)")
+    p.add_argument("--function", "-f", metavar="QUALNAME",
+                   help="a def or class by qualified name, e.g. ServerArgs._handle_piecewise_cuda_graph")
+    p.add_argument("--mark", metavar="REGEX", action="append", default=[],
+                   help="mark lines matching REGEX (repeatable)")
+    p.set_defaults(func=cmd_source)
+    common_options(p)
+
+    p = sub.add_parser(
+        "grep",
+        help="search the sglang source on the target",
+        description="grep -rn over the package source; the pattern never passes a shell.",
+    )
+    p.add_argument("target")
+    p.add_argument("pattern")
+    p.add_argument("--glob", default="*.py", help="file name pattern (default: *.py)")
+    p.add_argument("--fixed", "-F", action="store_true", help="pattern is a fixed string")
+    p.add_argument("--ignore-case", "-I", action="store_true")
+    p.add_argument("--max", type=int, default=1000, help="stop after this many matches")
+    p.set_defaults(func=cmd_grep)
+    common_options(p)
+
+
+def cmd_run(args) -> int:
+    cmd = args.cmd
+    if not cmd:
+        raise KitError("no command given", hint="write it after --, e.g. sgl-kit run TARGET -- uname -a")
+    command = cmd[0] if len(cmd) == 1 else cmd
+    with host_for(args) as host:
+        if args.json:
+            result = host.run(command, timeout=args.timeout)
+            emit_json({"command": result.command, "host": result.host, "exited": result.exited,
+                       "stdout": result.stdout, "stderr": result.stderr, "duration": result.duration})
+            return result.exited
+        with host.stream(command, timeout=args.timeout) as stream:
+            for name, data in stream:
+                out = sys.stdout.buffer if name == "stdout" else sys.stderr.buffer
+                out.write(data)
+                out.flush()
+        if stream.timed_out:
+            raise CommandTimeout(stream.command, args.timeout, host=host.name)
+        return stream.exited if stream.exited is not None else 1
+
+
+_RANGE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+def split_path(spec: str) -> tuple[str, int | None, int | None]:
+    """``PATH[:START[-END]]`` as (path, start, end)."""
+    m = _RANGE.match(spec)
+    if not m:
+        return spec, None, None
+    start = int(m["start"])
+    return m["path"], start, int(m["end"]) if m["end"] else start
+
+
+def cmd_source(args) -> int:
+    if not args.function and not args.path:
+        raise KitError("give a PATH[:START-END] or --function QUALNAME",
+                       hint="e.g. sgl-kit source TARGET srt/server_args.py:1222-1260")
+    with host_for(args) as host:
+        tree = tree_for(host, args)
+        if args.function:
+            snippet = tree.function(args.function, path=args.path)
+        else:
+            path, start, end = split_path(args.path)
+            snippet = tree.read(path, start, end)
+        for pattern in args.mark:
+            for line in snippet.find(pattern):
+                snippet.mark(line, pattern)
+        if args.json:
+            emit_json(snippet.to_dict())
+        else:
+            console().print(snippet)
+    return 0
+
+
+def cmd_grep(args) -> int:
+    with host_for(args) as host:
+        tree = tree_for(host, args)
+        result = tree.grep(args.pattern, glob=args.glob, fixed=args.fixed, ignore_case=args.ignore_case,
+                           max_matches=args.max)
+        matches = list(result.matches)
+        if args.json:
+            emit_json({"pattern": args.pattern, "truncated": result.truncated,
+                       "matches": [{"path": m.path, "line": m.line, "text": m.text} for m in matches]})
+        else:
+            out = sys.stdout
+            for m in matches:
+                out.write(f"{m.path}:{m.line}: {m.text}\n")
+            if result.truncated:
+                sys.stderr.write(f"(stopped after {len(matches)} matches; raise --max)\n")
+    return 0 if matches else 1

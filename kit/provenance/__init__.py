@@ -1,0 +1,24 @@
+"""Why a server flag has its value: the code that assigns it, its guards, and which fired.
+
+`explain(tree, "disable_piecewise_cuda_graph", snapshot, model_config)` finds every
+assignment to the flag in the SGLang source on the box (by ast, never by line
+number), walks up to the conditions that guard each one (early returns included),
+and evaluates those conditions against the server args from the log and the
+model's config.json. Model-config properties such as `is_multimodal` are followed
+into `ModelConfig`'s own source, so the answer names the list and line that made
+the decision.
+
+It knows three layouts, because SGLang moved this logic twice:
+- chains of numbered `if` rules in a `ServerArgs` method (0.5.10-0.5.12);
+- rules tables of `(name, lambda)` pairs walked by a loop (later 0.5.1x);
+- hook modules that call `declare_resolution(server_args, ..., field=...)` (0.5.2x).
+
+- ``explain.py``: the entry point; ``sites.py``: finding the writes;
+- ``guards.py``: the conditions on the way to each write, and which held;
+- ``result.py``: Guard, AssignmentSite, FlagExplanation; ``render.py``: text and HTML.
+"""
+
+from .explain import explain, normalize_flag
+from .result import AssignmentSite, FlagExplanation, Guard
+
+__all__ = ["AssignmentSite", "FlagExplanation", "Guard", "explain", "normalize_flag"]

@@ -1,0 +1,93 @@
+"""An explanation as text for a terminal and as HTML for a notebook."""
+
+from __future__ import annotations
+
+import html
+import re
+import textwrap
+
+
+def _mark(guard) -> str:  # a Guard
+    return {True: "ok", False: "NO", None: "?"}[guard.passes]
+
+
+def render_text(exp, width: int) -> str:  # exp: a FlagExplanation
+    out = [exp.headline]
+    if exp.hint:
+        out.append(exp.hint)
+    if not exp.evaluated:
+        out.append("guards not evaluated: pass snapshot= (the server args from the log) and model_config=")
+    rows = [
+        (s.status, f"{_short_file(s.file)}:{s.line}", s.function, s.rule or "-", s.value_text)
+        for s in exp.ordered()
+    ]
+    heads = ("STATUS", "WHERE", "FUNCTION", "RULE", "VALUE")
+    widths = [
+        max(len(h), *(len(_clip(r[i], 48)) for r in rows)) if rows else len(h) for i, h in enumerate(heads)
+    ]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out.append(fmt.format(*heads).rstrip())
+    for site, row in zip(exp.ordered(), rows, strict=True):
+        out.append(fmt.format(*(_clip(c, 48) for c in row)).rstrip())
+        out.extend(_site_detail(site, width))
+    return "\n".join(out)
+
+
+def _site_detail(site, width: int) -> list[str]:  # an AssignmentSite
+    pad = "    "
+    guards = " and ".join(
+        f"{_paren(g.condition)} [{_mark(g)}]" for g in site.guards if g.kind != "earlier rule"
+    )
+    earlier = sum(1 for g in site.guards if g.kind == "earlier rule")
+    if earlier:
+        guards += f" (after {earlier} earlier rules)"
+    lines = [pad + _clip("if " + guards, width - len(pad))] if guards else []
+    if site.fired:
+        lines += [_wrap(f"- {note}", width, pad, pad + "  ") for note in site.evidence]
+    elif site.status_reason:
+        lines.append(_wrap(f"why: {site.status_reason}", width, pad, pad + "     "))
+    return lines
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> str:
+    return textwrap.fill(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+
+
+def _short_file(path: str) -> str:
+    return path.split("/", 1)[1] if path.startswith("sglang/") else path
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def render_html(exp) -> str:  # exp: a FlagExplanation
+    e = html.escape
+    head = f"<p><b>{e(exp.headline)}</b></p>" + (f"<p>{e(exp.hint)}</p>" if exp.hint else "")
+    rows = []
+    for s in exp.ordered():
+        guards = "<br>".join(
+            f"<code>{e(g.condition)}</code> [{_mark(g)}] <small>{e(g.reason)}</small>" for g in s.guards
+        )
+        colour = {"fired": "#d4f7d4", "not fired": "#f2f2f2"}.get(s.status, "#fff3cd")
+        rows.append(
+            f"<tr style='background:{colour}'><td>{e(s.status)}</td>"
+            f"<td><code>{e(s.where)}</code><details><summary>source</summary>"
+            f"<pre>{e(s.snippet)}</pre></details></td>"
+            f"<td><code>{e(s.function)}</code></td><td>{e(s.rule or '-')}</td>"
+            f"<td><code>{e(s.value_text)}</code></td><td>{guards}<br><i>{e(s.status_reason)}</i></td></tr>"
+        )
+    table = (
+        "<table><tr><th>status</th><th>where</th><th>function</th><th>rule</th>"
+        "<th>value</th><th>guards</th></tr>" + "".join(rows) + "</table>"
+    )
+    return f"<div>{head}{table}</div>"
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if " or " in text or " and " in text or " if " in text else text
+
+
+def is_atom(text: str) -> bool:
+    return re.fullmatch(r"[\w.()\[\]'\"]+", text) is not None

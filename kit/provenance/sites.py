@@ -1,0 +1,296 @@
+"""Finding the writes to a field: files that mention it, then the statements that assign it."""
+
+from __future__ import annotations
+
+import ast
+import re
+import weakref
+from dataclasses import dataclass
+
+from kit._pysource import ModuleInfo, Modules, modules_for
+
+_WRITER_CALL = re.compile(r"(declare|override|resolution|replace)", re.I)
+
+
+class TreeIndex:
+    """What provenance learns about one tree, on top of its parsed modules: a warm explain() does no I/O."""
+
+    def __init__(self, modules: Modules) -> None:
+        # Weak: the index lives in modules.scratch, and a cycle would outlive the tree by a gc pass.
+        self._modules = weakref.ref(modules)
+        self._candidates: dict[str, list[str]] = {}
+        self._parents: dict[str, dict[int, ast.AST]] = {}
+        self._setters: dict[str, dict[str, tuple[int | None, int, int]]] = {}
+
+    @property
+    def modules(self) -> Modules:
+        return self._modules()
+
+    @property
+    def tree(self):
+        return self.modules.tree()
+
+    def candidates(self, parts: list[str]) -> list[str]:
+        """Files that mention the field and hold text that could write it (most only read it)."""
+        key = ".".join(parts)
+        if key not in self._candidates:
+            self._candidates[key] = [p for p in self._search(parts) if not _is_test_path(p)]
+        return self._candidates[key]
+
+    def _search(self, parts: list[str]) -> list[str]:
+        grep = getattr(self.tree, "grep", None)
+        if callable(grep):
+            hits = _grep_files(grep(_write_ere(parts), max_matches=100_000))
+            if len(parts) > 1:  # the ERE also matches the last part alone (`backend =`)
+                hits &= _grep_files(grep(parts[0], fixed=True, max_matches=100_000))
+            return sorted(hits)
+        rx = _write_pattern(parts)
+        text = self.modules.text
+        return [p for p in self.modules.files("**/*.py") if parts[0] in text(p) and rx.search(text(p))]
+
+    def parents(self, module: ModuleInfo) -> dict[int, ast.AST]:
+        if module.path not in self._parents:
+            self._parents[module.path] = {
+                id(child): node for node in ast.walk(module.tree) for child in ast.iter_child_nodes(node)
+            }
+        return self._parents[module.path]
+
+    def setters(self, module: ModuleInfo) -> dict[str, tuple[int | None, int, int]]:
+        if module.path not in self._setters:
+            found = _find_setters(module, self.parents(module)) if "setattr(" in module.text else {}
+            self._setters[module.path] = found
+        return self._setters[module.path]
+
+
+def index_for(tree) -> TreeIndex:
+    """The TreeIndex of a tree, kept with its parsed modules for as long as the tree lives."""
+    modules = modules_for(tree)
+    index = modules.scratch.get("provenance")
+    if index is None:
+        index = modules.scratch["provenance"] = TreeIndex(modules)
+    return index
+
+
+def _grep_files(found) -> set[str]:
+    files = getattr(found, "files", None)
+    return set(files) if files is not None else {m.path for m in found}
+
+
+def _is_test_path(path: str) -> bool:
+    parts = path.split("/")
+    return any(p in ("test", "tests") for p in parts[:-1]) or parts[-1].startswith("test_")
+
+
+@dataclass
+class Write:
+    stmt: ast.stmt
+    kind: str
+    target: str
+    value: ast.expr | None
+    line: int
+
+
+def _write_alternatives(parts: list[str], space: str, not_eq: str) -> list[str]:
+    """Text that could write the field: `head =`, `head=` (a keyword), `a.b =`, or `"last"` (setattr)."""
+    alts = [rf"\b{re.escape(parts[0])}{space}={not_eq}"]
+    if len(parts) > 1:
+        alts.append(rf"\b{re.escape(parts[-2])}\.{re.escape(parts[-1])}{space}={not_eq}")
+    alts.append(rf"['\"]{re.escape(parts[-1])}['\"]")
+    return alts
+
+
+def _write_pattern(parts: list[str]) -> re.Pattern:
+    return re.compile("|".join(_write_alternatives(parts, r"\s*", "(?!=)")))
+
+
+def _write_ere(parts: list[str]) -> str:
+    """The same for `grep -E` on the host, which has no lookahead."""
+    return "|".join(_write_alternatives(parts, "[[:space:]]*", "([^=]|$)"))
+
+
+def write_lines(module: ModuleInfo, parts: list[str]) -> set[int]:
+    rx = _write_pattern(parts)
+    return {i for i, line in enumerate(module.lines, 1) if rx.search(line)}
+
+
+def writes_in(module: ModuleInfo, parts: list[str], setters: dict, lines: set[int]):
+    for stmt in _statements(module.tree.body):
+        end = _header_end(stmt)
+        if any(n in lines for n in range(stmt.lineno, end + 1)):
+            yield from _writes_in_stmt(stmt, parts, setters)
+
+
+def _statements(body: list[ast.stmt]):
+    for stmt in body:
+        yield stmt
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                yield from _statements(block)
+        for handler in getattr(stmt, "handlers", ()):
+            yield from _statements(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            yield from _statements(case.body)
+
+
+def _header_end(stmt: ast.stmt) -> int:
+    """Last line of a statement's own text: for `if`/`def`/`for`, the line before its body."""
+    body = getattr(stmt, "body", None)
+    if isinstance(body, list) and body:
+        return max(stmt.lineno, first_line(body[0]) - 1)
+    return stmt.end_lineno or stmt.lineno
+
+
+def _writes_in_stmt(stmt: ast.stmt, parts: list[str], setters: dict):
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in _flatten_targets(targets):
+            written = _match_chain(_attr_chain(target), parts)
+            if written:
+                yield Write(stmt, "assign", written, stmt.value, stmt.lineno)
+    for call in _own_calls(stmt):
+        yield from _writes_in_call(stmt, call, parts, setters)
+
+
+def _flatten_targets(targets):
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            yield from _flatten_targets(t.elts)
+        else:
+            yield t
+
+
+def _own_calls(stmt: ast.stmt):
+    """Calls in this statement's own expressions, not in the statements nested in it."""
+    todo = [c for c in ast.iter_child_nodes(stmt) if not isinstance(c, (ast.stmt, ast.excepthandler))]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Call):
+            yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _writes_in_call(stmt: ast.stmt, call: ast.Call, parts: list[str], setters: dict):
+    name = _call_name(call)
+    if name in ("setattr", "__setattr__") and len(call.args) >= 3:
+        yield from _setattr_write(stmt, call, parts)
+    elif name in setters:
+        yield from _setter_write(stmt, call, parts, setters[name])
+    if _WRITER_CALL.search(name or ""):
+        for kw in call.keywords:
+            if kw.arg == parts[0]:
+                narrowed = _narrow(kw.value, parts)
+                if narrowed is not None:
+                    yield Write(stmt, "keyword", narrowed[0], narrowed[1], kw.value.lineno)
+
+
+def _setattr_write(stmt: ast.stmt, call: ast.Call, parts: list[str]):
+    name = call.args[1]
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return
+    written = _match_chain([*_attr_chain(call.args[0], allow_calls=True), name.value], parts)
+    if written:
+        yield Write(stmt, "setattr", written, call.args[2], call.lineno)
+
+
+def _setter_write(stmt: ast.stmt, call: ast.Call, parts: list[str], spec: tuple[int | None, int, int]):
+    obj_i, name_i, value_i = spec
+    if max(i for i in spec if i is not None) >= len(call.args):
+        return
+    name = call.args[name_i]
+    if not (isinstance(name, ast.Constant) and name.value == parts[-1]):
+        return
+    if len(parts) > 1 and (obj_i is None or not _mentions(call.args[obj_i], parts[-2])):
+        return
+    yield Write(stmt, "setter call", ".".join(parts), call.args[value_i], call.lineno)
+
+
+def _find_setters(module: ModuleInfo, parents: dict) -> dict[str, tuple[int | None, int, int]]:
+    """Helpers like `_set(phase, key, value)` whose body is `setattr(..., key, value)`."""
+    out = {}
+    calls = (n for n in ast.walk(module.tree) if isinstance(n, ast.Call) and _call_name(n) == "setattr")
+    for call in calls:
+        fn = _enclosing_function(call, parents)
+        if fn is None or len(call.args) != 3:
+            continue
+        params = [a.arg for a in fn.args.args]
+        names = [a.id if isinstance(a, ast.Name) else None for a in call.args[1:]]
+        if all(n in params for n in names):
+            used = {n.id for n in ast.walk(call.args[0]) if isinstance(n, ast.Name)} & set(params)
+            obj = params.index(sorted(used)[0]) if used else None
+            out[fn.name] = (obj, params.index(names[0]), params.index(names[1]))
+    return out
+
+
+def _enclosing_function(node: ast.AST, parents: dict):
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node
+    return None
+
+
+def _call_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _attr_chain(node: ast.AST, allow_calls: bool = False) -> list[str]:
+    """Attribute names after the base: `self.a.b` -> [a, b]; `getattr(x, "a")` counts with allow_calls."""
+    names: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        elif (
+            allow_calls
+            and isinstance(node, ast.Call)
+            and _call_name(node) == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+        ):
+            names.append(str(node.args[1].value))
+            node = node.args[0]
+        else:
+            return names[::-1]
+
+
+def _match_chain(names: list[str], parts: list[str]) -> str | None:
+    """The dotted field a write to `<base>.names` sets, if it is the flag or contains it."""
+    if not names:
+        return None
+    n = len(parts)
+    if names[-n:] == parts:
+        return ".".join(parts)
+    if n > 1 and len(names) >= 2 and parts[-len(names) :] == names:
+        return ".".join(parts)  # `config.prefill.backend = ...` on a local alias of the field
+    if n > 1 and names[-1] == parts[0] and len(names) <= 1:
+        return parts[0]  # the whole object is replaced
+    return None
+
+
+def _narrow(value: ast.expr, parts: list[str]) -> tuple[str, ast.expr] | None:
+    """For `field=with_phase(cfg.field, Phase.PREFILL, backend=X)`: the sub-field it sets and X."""
+    if len(parts) == 1:
+        return parts[0], value
+    if isinstance(value, ast.Call) and value.keywords:
+        kw = next((k for k in value.keywords if k.arg == parts[-1]), None)
+        if kw is None:
+            return None  # it changes other sub-fields
+        if all(any(_mentions(a, p) for a in value.args) for p in parts[1:-1]):
+            return ".".join(parts), kw.value
+        return None
+    return parts[0], value
+
+
+def _mentions(node: ast.AST, word: str) -> bool:
+    return word.lower() in ast.unparse(node).lower()
+
+
+def first_line(node: ast.AST) -> int:
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno, *[d.lineno for d in decorators or []]])

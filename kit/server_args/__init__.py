@@ -1,0 +1,51 @@
+"""The arguments an SGLang server actually runs with, and where each value came from.
+
+Three witnesses, read without importing or running any SGLang code:
+
+- the startup log line, `server_args=ServerArgs(...)` (sglang <= 0.5.18) or
+  `server_args={...}` (0.5.19 and later): ``log.py``, values in ``values.py``;
+- `/server_info`, whose per-rank `internal_states` hold values the scheduler changed
+  after it loaded the model: ``server_info.py``;
+- the launch command, read against the flag table of the SGLang source that serves it:
+  ``command.py`` and ``flags.py``.
+
+`defaults` (``defaults.py``) and `flag_table` read that source through kit._pysource.
+Log values are parsed with a small tokenizer and `ast.literal_eval`/`ast.parse`; nothing
+is ever passed to `eval`. `classify` (``compare.py``) puts the three together: a value
+that differs from its default although no flag asked for it is `auto-changed`, which is
+how the incident's `disable_piecewise_cuda_graph=True` shows up. ``server.py`` does the
+same for a server found by kit.target.discover.
+"""
+
+from .command import parse_command
+from .compare import classify, diff
+from .defaults import FieldDefault, FieldDefaults, defaults
+from .flags import FlagSpec, FlagTable, flag_table
+from .log import parse_log, parse_log_all, parse_log_file, parse_log_file_all
+from .server import classify_server, effective_args, explicit_args
+from .server_info import from_server_info
+from .snapshot import ServerArgsSnapshot
+from .values import NonLiteral, format_server_args
+
+__all__ = [
+    "FieldDefault",
+    "FieldDefaults",
+    "FlagSpec",
+    "FlagTable",
+    "NonLiteral",
+    "ServerArgsSnapshot",
+    "classify",
+    "classify_server",
+    "defaults",
+    "diff",
+    "effective_args",
+    "explicit_args",
+    "flag_table",
+    "format_server_args",
+    "from_server_info",
+    "parse_command",
+    "parse_log",
+    "parse_log_all",
+    "parse_log_file",
+    "parse_log_file_all",
+]

@@ -1,0 +1,36 @@
+"""The arguments of a discovered server (kit.target.ServerProcess): effective, explicit, classified."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.errors import HostError, TargetError
+
+from .command import parse_command
+from .compare import classify
+from .defaults import defaults
+from .flags import flag_table
+from .log import parse_log
+from .server_info import from_server_info
+from .snapshot import ServerArgsSnapshot
+
+__all__ = ["classify_server", "effective_args", "explicit_args"]
+
+
+def effective_args(server) -> ServerArgsSnapshot:
+    """The arguments the server runs with: /server_info when it answers, else its log."""
+    try:
+        return from_server_info(server.server_info())
+    except (HostError, TargetError):
+        return parse_log(server.log_text())
+
+
+def explicit_args(server, tree) -> dict[str, Any]:
+    """The flags its argv sets, read with the flag table of its own sglang source (``tree``)."""
+    return parse_command(server.argv, flag_table(tree), cwd=server.cwd)
+
+
+def classify_server(server, tree, snapshot: ServerArgsSnapshot | None = None):
+    """classify() of its effective, explicit and default args: what SGLang changed on its own."""
+    snapshot = snapshot if snapshot is not None else effective_args(server)
+    return classify(snapshot, explicit_args(server, tree), defaults(tree))

@@ -1,0 +1,249 @@
+"""The shape of kit/: the floors of docs/architecture.md, no import cycles, no borrowed private names.
+
+The floor table in docs/architecture.md is the rule; this test reads it and scans every
+import in kit/ with ast, lazy ones inside functions included.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KIT = ROOT / "kit"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+MAX_LINES = 900
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(KIT.rglob("*.py"))}
+
+
+def _floors() -> dict[str, int]:
+    """{"kit/hosts/": 1, "kit/target.py": 2, ...} from the floor table of docs/architecture.md."""
+    floors = {}
+    for floor, cells in re.findall(r"^\| (\d+) \| (.+?) \|", ARCHITECTURE.read_text(), re.M):
+        for path in re.findall(r"`(kit/[^`]+)`", cells):
+            floors[path] = int(floor)
+    return floors
+
+
+FLOORS = _floors()
+
+
+def _floor_of(module: str) -> int | None:
+    path = MODULES[module].relative_to(ROOT).as_posix()
+    for prefix, floor in FLOORS.items():
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return floor
+    return None
+
+
+def _imports(module: str) -> list[tuple[int, str, str | None]]:
+    """(line, imported module, name or None) for every import of a kit module, anywhere in the file."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, None) for a in node.names if a.name.split(".")[0] == "kit"]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            if base.split(".")[0] != "kit":
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                # `from kit.x import y` imports module kit.x.y when y is a submodule, else a name of kit.x
+                found.append((node.lineno, sub, None) if sub in MODULES else (node.lineno, base, alias.name))
+    return found
+
+
+def _edges() -> dict[str, set[str]]:
+    return {m: {target for _, target, _ in _imports(m) if target in MODULES and target != m} for m in MODULES}
+
+
+def test_the_floor_table_is_read_and_names_real_paths():
+    assert len(FLOORS) >= 15, "docs/architecture.md lost its floor table"
+    assert [p for p in FLOORS if not (ROOT / p).exists()] == []
+
+
+def test_every_module_has_a_floor():
+    assert [m for m in MODULES if m != "kit" and _floor_of(m) is None] == []
+
+
+def test_no_module_imports_a_higher_floor():
+    upward = []
+    for module in MODULES:
+        if module == "kit":
+            continue
+        for line, target, _ in _imports(module):
+            if target in MODULES and target != "kit" and _floor_of(target) > _floor_of(module):
+                upward.append(f"{module}:{line} (floor {_floor_of(module)}) imports {target} "
+                              f"(floor {_floor_of(target)})")
+    assert upward == []
+
+
+def test_nothing_imports_the_root_package():
+    offenders = [f"{m}:{line} imports {name or 'kit'} from the root package"
+                 for m in MODULES if m != "kit"
+                 for line, target, name in _imports(m) if target == "kit"]
+    assert offenders == []
+
+
+def test_there_is_no_import_cycle():
+    edges = _edges()
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 5000))
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    assert cycles == []
+
+
+def _top(module: str) -> str:
+    """The part of kit a module belongs to: kit.hosts.ssh -> kit.hosts, kit.target -> kit.target."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_private_name_is_borrowed_from_another_package():
+    borrowed = [f"{m}:{line} takes {name} from {target}"
+                for m in MODULES
+                for line, target, name in _imports(m)
+                if name and name.startswith("_") and not name.startswith("__") and _top(target) != _top(m)]
+    assert borrowed == []
+
+
+def test_the_lab_never_imports_bench():
+    assert [f"{m} imports {t}" for m in MODULES if m.startswith("kit.lab")
+            for _, t, _ in _imports(m) if t.startswith("kit.bench")] == []
+
+
+def test_modules_stay_under_the_size_limit():
+    big = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert big == {}
+
+
+# --- errors
+
+
+def _error_classes() -> set[str]:
+    tree = ast.parse((KIT / "errors.py").read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def test_every_kit_error_is_defined_in_errors_py():
+    errors = _error_classes()
+    elsewhere = []
+    for module, path in MODULES.items():
+        if module == "kit.errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if bases & errors:
+                    elsewhere.append(f"{module}.{node.name}")
+    assert elsewhere == []
+
+
+def test_errors_py_draws_and_exports_every_error():
+    import kit.errors
+
+    errors = _error_classes()
+    drawn = set(re.findall(r"[├└]── (\w+)|^    (KitError)", kit.errors.__doc__, re.M))
+    drawn = {a or b for a, b in drawn}
+    assert errors == drawn, f"not drawn: {sorted(errors - drawn)}; drawn but gone: {sorted(drawn - errors)}"
+    assert set(kit.errors.__all__) == errors and kit.errors.__all__ == sorted(kit.errors.__all__)
+    for name in errors:
+        assert issubclass(getattr(kit.errors, name), kit.errors.KitError)
+
+
+# --- the command line
+
+
+def test_only_kit_cli_registers_commands():
+    outside = []
+    for module, path in MODULES.items():
+        if module.startswith("kit.cli"):
+            continue
+        text = path.read_text()
+        if re.search(r"\.add_subparsers\(|\.add_parser\(", text):
+            outside.append(module)
+    assert outside == []
+
+
+def test_cli_json_is_printed_by_one_function():
+    printing = re.compile(r"json\.dump\([^)]*sys\.stdout|print\(json\.dumps|sys\.stdout\.write\(json\.dumps")
+    dumps = [m for m, p in MODULES.items() if m.startswith("kit.cli") and printing.search(p.read_text())]
+    assert dumps == ["kit.cli.common"]
+
+
+# --- what importing costs
+
+
+def _loaded(code: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint(sorted(sys.modules))"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+
+
+def test_import_kit_loads_almost_nothing():
+    kit_modules = [m for m in _loaded("import kit") if m.split(".")[0] == "kit"]
+    assert kit_modules == ["kit", "kit._version"]
+
+
+@pytest.mark.parametrize("heavy", ["kit.bench", "kit.provenance", "kit.dryrun", "kit.cli", "pandas", "paramiko",
+                                   "aiohttp", "IPython"])
+def test_the_lab_server_imports_only_what_it_serves(heavy):
+    loaded = _loaded("import kit.lab.launch_server")
+    assert [m for m in loaded if m == heavy or m.startswith(heavy + ".")] == []
+
+
+def test_the_remote_lab_wheel_carries_only_what_the_server_imports(tmp_path, monkeypatch):
+    import zipfile
+
+    from kit.lab.packaging import kit_wheel, server_modules
+
+    monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path))
+    names = zipfile.ZipFile(kit_wheel()).namelist()
+    assert "kit/lab/launch_server.py" in names and "kit/_remote/locate.py" in names
+    assert "kit/data/resolved/incident-new-0.5.11.json" in names
+    for absent in ("kit/bench/", "kit/provenance/", "kit/dryrun/", "kit/cli/", "kit/hosts/", "kit/lab/control.py"):
+        assert not any(n.startswith(absent) for n in names), absent
+    modules = {n[:-3].replace("/", ".").removesuffix(".__init__") for n in names if n.endswith(".py")}
+    assert modules == set(server_modules())
