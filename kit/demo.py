@@ -11,8 +11,10 @@ graphs, found by name rather than by line number.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+from pathlib import Path
 
 from ._paths import cache_dir
 from ._wheels import install_package_source
@@ -44,25 +46,57 @@ def mark_rules(snippet: SourceSnippet, pattern: str = r"is_multimodal\b") -> lis
     return marked
 
 
-def _explain_resolved(console, tree) -> None:
-    """Evaluate every rule against the incident's resolved arguments (a committed dry-run snapshot)."""
-    import json
-    from pathlib import Path
+_DATA = Path(__file__).parent / "data" / "resolved"
+_MODEL = _DATA / "models" / "qwen3.6-27b" / "config.json"
 
-    from .provenance import explain
+
+def _incident_snapshot(version: str):
+    """The incident's resolved arguments for this version (a committed dry-run snapshot), if there is one."""
     from .server_args import parse_log
 
-    data = Path(__file__).parent / "data" / "resolved"
-    launch = data / f"incident-new-{tree.version}.json"
+    launch = _DATA / f"incident-new-{version}.json"
     if not launch.is_file():
-        return
+        return None, None
     record = json.loads(launch.read_text())
-    snapshot = parse_log(record["server_args_line"])
-    result = explain(tree, "disable_piecewise_cuda_graph", snapshot, data / "models" / "qwen3.6-27b" / "config.json")
-    console.print(f"\n[bold]Which rule fired for the incident's launch[/] (resolved by `{record['made_by'][:60]}...`):")
-    console.print(result.headline)
+    return parse_log(record["server_args_line"]), record["made_by"]
+
+
+def _explain_resolved(console, tree, snapshot, made_by):
+    """Evaluate every rule against the incident's resolved arguments (or, for a version without a
+    recorded launch, the defaults); the explanation."""
+    from .provenance import explain
+
+    launch = snapshot if snapshot is not None else {"model_path": "/root/models/Qwen3.6-27B"}
+    result = explain(tree, "disable_piecewise_cuda_graph", launch, _MODEL)
+    if made_by:
+        console.print("\n[bold]Which rule fired for the incident's launch[/], resolved by:")
+        console.print(f"  {made_by}", soft_wrap=True, markup=False)
+    else:
+        console.print(f"\n[bold]Which rule fires[/] for the incident's model with sglang {tree.version}'s defaults "
+                      "and --model-path only (no resolved launch is recorded for this version):", soft_wrap=True)
+    console.print(result.headline, soft_wrap=True)
     for site in result.fired:
-        console.print(f"  [green]fired[/] {site.where}  {site.function}  {site.rule}")
+        console.print(f"  [green]fired[/] {site.where}  {site.function}  {site.rule}", soft_wrap=True)
+    return result
+
+
+def _the_way_out(tree, result, snapshot) -> str:
+    """The fix and the pitfall, read from this version's source: the early return that skips the
+    rule, and what sglang says when --language-only is tried instead."""
+    from .provenance import escapes, refusals
+    from .server_args import cli_defaults
+
+    out = []
+    found = escapes(tree, result) if result is not None else []
+    if found:
+        out.append(f"In {tree.version} the way out is {found[0].option} (the early return "
+                   f"`if {found[0].condition}` at {found[0].where}).")
+    if "language_only" in cli_defaults(tree):
+        refused = [r for r in refusals(tree, snapshot or {}, {"language_only": True}, _MODEL) if r.status == "fired"]
+        if refused:
+            out.append(f"--language-only is not it: in {tree.version} sglang refuses it at startup "
+                       f"({refused[0].where}: \"{refused[0].message}\").")
+    return " ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,15 +128,15 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[yellow]no multimodal rule found in {FUNCTION} of sglang {tree.version}[/]")
         return 1
     label = snippet.marks[marked[0]]
-    _explain_resolved(console, tree)
+    snapshot, made_by = _incident_snapshot(tree.version)
+    result = _explain_resolved(console, tree, snapshot, made_by)
     console.print(
         f"\n[bold]{label}[/] at {snippet.path}:{marked[0]}-{marked[-1]}: a model whose architecture SGLang "
         "counts as multimodal (Qwen3_5ForConditionalGeneration, even used text-only) gets "
-        "disable_piecewise_cuda_graph=True with no flag asking for it.\n"
-        "In 0.5.11 the way out is --enforce-piecewise-cuda-graph (the early return at the top). "
-        "--language-only is not it: there it belongs to encoder/language disaggregation and "
-        "needs --encoder-urls."
-    )
+        "disable_piecewise_cuda_graph=True with no flag asking for it.", soft_wrap=True)
+    way_out = _the_way_out(tree, result, snapshot)
+    if way_out:
+        console.print(way_out, soft_wrap=True)
     return 0
 
 

@@ -25,6 +25,7 @@ nowhere else (``tests/test_layers.py`` checks it)::
     │   ├── AmbiguousSymbol
     │   └── SourceInputError      also a ValueError
     ├── ParseError                position: where parsing stopped
+    ├── UnknownFlag               suggestions: names it may have meant
     ├── TargetError
     ├── ModelConfigError
     ├── UnknownGPU                also a ValueError
@@ -67,6 +68,7 @@ __all__ = [
     "SourceInputError",
     "SymbolNotFound",
     "TargetError",
+    "UnknownFlag",
     "UnknownGPU",
     "UnknownHostKey",
     "UnsupportedVersion",
@@ -77,11 +79,16 @@ class KitError(Exception):
     """Base of every error the kit raises on purpose."""
 
     hint: str = ""
+    # The same advice in the command line's words (`--trust-new-host` where `hint` says
+    # `trust_new_host=True`); the CLI prints it instead of `hint` when it is set.
+    cli_hint: str = ""
 
-    def __init__(self, message: str, *, hint: str = "") -> None:
+    def __init__(self, message: str, *, hint: str = "", cli_hint: str = "") -> None:
         self.message = message
         if hint:
             self.hint = hint
+        if cli_hint:
+            self.cli_hint = cli_hint
         super().__init__(self._full())
 
     def _full(self) -> str:
@@ -91,9 +98,9 @@ class KitError(Exception):
 class HostError(KitError):
     """Something went wrong reaching or using a host."""
 
-    def __init__(self, message: str, *, host: str = "", hint: str = "") -> None:
+    def __init__(self, message: str, *, host: str = "", hint: str = "", cli_hint: str = "") -> None:
         self.host = host
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint, cli_hint=cli_hint)
 
 
 class ConnectError(HostError):
@@ -149,6 +156,7 @@ class CommandTimeout(HostError):
             f"command timed out after {timeout:g}s on {host}: {command}",
             host=host,
             hint="its process group was killed; raise timeout= if the command is expected to be slow",
+            cli_hint="its process group was killed; raise --timeout if the command is expected to be slow",
         )
 
 
@@ -192,6 +200,14 @@ class ParseError(KitError):
         super().__init__(message, hint=hint)
 
 
+class UnknownFlag(KitError):
+    """No field or flag of that name in this sglang version; `suggestions` are the closest names."""
+
+    def __init__(self, message: str, *, hint: str = "", suggestions: list[str] | None = None) -> None:
+        self.suggestions = list(suggestions or [])
+        super().__init__(message, hint=hint)
+
+
 class TargetError(KitError):
     """A target string could not be understood or is not available yet."""
 
@@ -223,10 +239,11 @@ class EnvironmentMissing(DryRunError):
 class SetupFailed(DryRunError):
     """A setup step failed; `step` and `package` say which."""
 
-    def __init__(self, message: str, *, step: str, package: str | None = None, hint: str = "") -> None:
+    def __init__(self, message: str, *, step: str, package: str | None = None, hint: str = "",
+                 cli_hint: str = "") -> None:
         self.step = step
         self.package = package
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint, cli_hint=cli_hint)
 
 
 class LabError(KitError):

@@ -28,15 +28,17 @@ from ._remote import run_json, script
 from .errors import HostError, TargetError
 from .hosts import Host, LocalHost
 
-__all__ = ["HostInventory", "ServerProcess", "connect", "discover", "find_server", "inventory", "launchers",
+__all__ = ["ENV_PREFIXES", "HostInventory", "ServerProcess", "connect", "discover", "find_server", "inventory", "launchers",
            "parse_target"]
 
 _LAUNCHERS = Path(__file__).resolve().parent / "data" / "launchers.json"
-# Environment variables worth showing: they change how SGLang, NCCL and CUDA behave.
-_KEEP_ENV = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH", "PYTORCH_", "NVIDIA_", "OMP_", "HF_", "VIRTUAL_ENV",
+# Environment variables discovery reads: they change how SGLang, NCCL and CUDA behave. A
+# variable outside these prefixes is not read, so it is unknown, not unset.
+ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH", "PYTORCH_", "NVIDIA_", "OMP_", "HF_", "VIRTUAL_ENV",
              "PYTHONPATH")
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
+_HOST_PORT = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>[^@/:\[\]]+):(?P<port>\d+)$")
 _HOSTNAME = re.compile(r"^(?:[A-Za-z0-9_.%+-]+@)?[A-Za-z0-9_.:\[\]-]+$")
 
 
@@ -52,6 +54,14 @@ def parse_target(target: str) -> dict:
         return {"kind": "lab"}
     if text.startswith("ssh://"):
         return _parse_ssh_url(text)
+    host_port = _HOST_PORT.match(text)
+    if host_port:
+        user = f"{host_port['user']}@" if host_port["user"] else ""
+        raise TargetError(
+            f"{target!r} is host:port, which is not how a target names an SSH port",
+            hint=f"write ssh://{user}{host_port['host']}:{host_port['port']} (or, for `sgl-kit bench`, "
+                 f"http://{host_port['host']}:{host_port['port']} to reach the server directly)",
+        )
     if "://" in text:
         raise TargetError(
             f"unknown target scheme in {target!r}",
@@ -197,7 +207,7 @@ def discover(host: Host, timeout: float = 60.0) -> list[ServerProcess]:
     SSH host through a port forward when the server listens on loopback only (or when
     its port does not answer from here).
     """
-    request = {"launchers": launchers(), "keep": _KEEP_ENV, "secret": _SECRET_WORDS, "locate": script("locate"),
+    request = {"launchers": launchers(), "keep": ENV_PREFIXES, "secret": _SECRET_WORDS, "locate": script("locate"),
                "package": "sglang"}
     data = run_json(host, "processes", json.dumps(request), python=host.python, timeout=timeout,
                     what="list server processes", hint="discovery needs python3 and a readable /proc on the host")

@@ -395,3 +395,32 @@ def sglang_source(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], s
         return installed[version]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def env_0511():
+    """The dry-run environment of sglang 0.5.11, built once per machine (about 1.2 GB, cached)."""
+    from kit import dryrun
+
+    return dryrun.setup("0.5.11").env
+
+
+@pytest.fixture(scope="module")
+def remote_lab(sshd, tmp_path_factory):
+    """The lab on the test sshd's host, reached over SSH (the lab's snapshots: it starts in a second)."""
+    from _lab_support import free_port
+
+    from kit.lab.control import Lab
+    from kit.target import connect
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SGL_KIT_LAB_DRYRUN", "0")  # passed on to the remote server: snapshots start it in a second
+    host = connect(sshd.alias, config_file=str(sshd.ssh_config))
+    lab = Lab(host, directory=str(tmp_path_factory.mktemp("remote-lab")))
+    status = lab.up(port=free_port())
+    try:
+        yield status
+    finally:
+        lab.down()
+        host.close()
+        mp.undo()

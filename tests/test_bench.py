@@ -214,8 +214,9 @@ def test_poisson_arrivals_record_scheduled_time_and_wait(server, tmp_path):
 
 
 def test_compare_finds_known_differences(tmp_path):
-    with ReferenceServer(Schedule(rate=300.0, ttft=0.005)) as slow, \
-            ReferenceServer(Schedule(rate=360.0, ttft=0.005)) as fast:
+    # Each server in its own process: in ours, its schedule would share the client's GIL and drift under load.
+    with _ServerProcess("--rate", "300", "--ttft", "0.005") as slow, \
+            _ServerProcess("--rate", "360", "--ttft", "0.005") as fast:
         opts = {"requests": 12, "concurrency": 4, "max_tokens": 60}
         a = _run(slow, tmp_path, "slow", **opts)
         a2 = _run(slow, tmp_path, "slow2", **opts)

@@ -29,9 +29,11 @@ def pkg(sglang_source) -> str:
 def test_args_parse_prints_every_field_of_the_incident_log():
     proc = sgl_kit("args", "parse", str(LOG))
     assert proc.returncode == 0, proc.stderr
-    assert "363 fields" in proc.stdout.splitlines()[0]  # as many as this fixture line holds
-    assert "disable_piecewise_cuda_graph" in proc.stdout and "= True" in proc.stdout
-    assert "speculative_num_steps" in proc.stdout
+    assert "368 fields" in proc.stdout.splitlines()[0]  # every ServerArgs field of 0.5.11, as sglang logs them
+    rows = {line.split("=")[0].strip(): line.split("=", 1)[1].strip() for line in proc.stdout.splitlines()[1:]}
+    assert len(rows) == 368
+    assert rows["disable_piecewise_cuda_graph"] == "True" and rows["speculative_num_steps"] == "1"
+    assert rows["chunked_prefill_size"] == "4096"  # resolved by sglang at startup, not the None of the dataclass
 
 
 def test_args_parse_json_and_a_cut_line(tmp_path):
@@ -64,6 +66,55 @@ def test_args_diff_of_two_launch_commands(tmp_path, pkg):
     assert rows["speculative_num_steps"] == (3, 1)
     assert rows["speculative_num_draft_tokens"] == (4, None)
     assert "tp_size" not in rows
+
+
+# The incident's old launch, as recorded with its dry-run (kit/data/resolved/incident-old-0.5.11.json).
+INCIDENT_OLD = "python -m sglang.launch_server " + json.loads(
+    (Path(__file__).parent.parent / "kit/data/resolved/incident-old-0.5.11.json").read_text()
+)["made_by"].split(" -- ", 1)[1] + " --tp-size 2\n"
+MODEL = Path(__file__).parent.parent / "kit/data/resolved/models/qwen3.6-27b/config.json"
+
+
+def _diff_rows(stdout: str) -> dict:
+    return {r["flag"]: r for r in json.loads(stdout)["rows"]}
+
+
+def test_args_diff_of_a_command_and_a_log_without_the_dry_run(tmp_path, pkg):
+    (tmp_path / "old.cmd").write_text(INCIDENT_OLD)
+    argv = ["args", "diff", str(tmp_path / "old.cmd"), str(LOG), "--package-dir", pkg, "--no-dryrun"]
+    data = json.loads(sgl_kit("--json", *argv).stdout)
+    rows = _diff_rows(json.dumps(data))
+    assert all(r["a"] != r["b"] for r in rows.values())  # a row is a difference, never `None -> None`
+    asked = {n for n, r in rows.items() if r["group"] == "asked"}
+    assert asked == {"speculative_num_steps", "speculative_num_draft_tokens"}
+    assert (rows["speculative_num_steps"]["a"], rows["speculative_num_steps"]["a_origin"]) == (3, "asked")
+    piecewise = rows["disable_piecewise_cuda_graph"]
+    assert (piecewise["group"], piecewise["a"], piecewise["a_origin"], piecewise["b"], piecewise["b_origin"]) == (
+        "resolved", False, "default", True, "not the default")
+    assert rows["random_seed"]["group"] == "volatile"
+    assert "not resolved: --no-dryrun" in data["a"]["method"]
+    text = sgl_kit(*argv).stdout
+    assert "random_seed" not in text.split("not shown:")[0]  # hidden unless --all
+    assert len(text.splitlines()) <= 40  # one screen
+
+
+def test_args_diff_resolves_the_command_with_the_dry_run(tmp_path, pkg, env_0511):
+    (tmp_path / "old.cmd").write_text(INCIDENT_OLD)
+    proc = sgl_kit("--json", "args", "diff", str(tmp_path / "old.cmd"), str(LOG), "--package-dir", pkg,
+                   "--model", str(MODEL))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["a"]["method"] == "resolved by the dry-run of sglang 0.5.11"
+    rows = _diff_rows(proc.stdout)
+    assert {n for n, r in rows.items() if r["group"] != "volatile"} == {
+        "speculative_num_steps", "speculative_num_draft_tokens"}
+    same = {r["flag"]: r for r in data["same_changed"]}
+    assert same["disable_piecewise_cuda_graph"] == {"flag": "disable_piecewise_cuda_graph", "default": False,
+                                                    "value": True, "where": "srt/server_args.py:1230"}
+    text = sgl_kit("args", "diff", str(tmp_path / "old.cmd"), str(LOG), "--package-dir", pkg,
+                   "--model", str(MODEL)).stdout
+    assert "disable_piecewise_cuda_graph False -> True (srt/server_args.py:1230)" in " ".join(text.split())
+    assert len(text.splitlines()) <= 25
 
 
 def test_args_diff_needs_a_flag_table_for_commands(tmp_path):

@@ -1,4 +1,4 @@
-"""`make demo` runs `python -m kit.demo`: it must show the rule and that it fired."""
+"""`make demo` runs `python -m kit.demo`: it must show the rule, that it fired, and the fix of that version."""
 
 from __future__ import annotations
 
@@ -7,13 +7,37 @@ import subprocess
 import sys
 
 
-def test_demo_marks_rule_8_and_reports_it_fired():
-    # A wide terminal, so rich does not wrap the lines we look for.
-    env = {**os.environ, "COLUMNS": "160"}
-    proc = subprocess.run([sys.executable, "-m", "kit.demo"], capture_output=True, text=True, timeout=300,
+def _demo(*args: str, columns: int = 80) -> str:
+    env = {**os.environ, "COLUMNS": str(columns)}
+    proc = subprocess.run([sys.executable, "-m", "kit.demo", *args], capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL, env=env)
     assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    return proc.stdout
+
+
+def test_demo_marks_rule_8_and_reports_it_fired():
+    out = _demo()
     assert "1228-1230: rule 8: Multimodal / VLM models" in out
     assert "if self.get_model_config().is_multimodal:" in out
-    assert "1 fired" in out and "server_args.py:1230" in out and "--enforce-piecewise-cuda-graph" in out
+    assert "1 fired" in out and "server_args.py:1230" in out
+    # The fix comes from the source of this version: the early return at the top of the method.
+    assert ("In 0.5.11 the way out is --enforce-piecewise-cuda-graph (the early return "
+            "`if self.enforce_piecewise_cuda_graph` at srt/server_args.py:1196).") in out
+    assert ("--language-only is not it: in 0.5.11 sglang refuses it at startup (srt/server_args.py:3809: "
+            "\"requires at least one encoder urls to be set via --encoder-urls\").") in out
+
+
+def test_demo_at_80_columns_cuts_no_command_or_line_number():
+    out = _demo(columns=80)
+    made_by = [line for line in out.splitlines() if line.strip().startswith("sgl-kit dryrun ")]
+    assert len(made_by) == 1 and made_by[0].rstrip().endswith("--speculative-num-draft-tokens 2")
+    assert "..." not in made_by[0]
+    assert "srt/server_args.py:1196" in out and "srt/server_args.py:3809" in out
+
+
+def test_demo_derives_the_fix_for_another_version():
+    out = _demo("--version", "0.5.10.post1", columns=160)
+    assert "1109-1111: rule 9: Multimodal / VLM models" in out
+    assert ("In 0.5.10.post1 the way out is --enforce-piecewise-cuda-graph (the early return "
+            "`if self.enforce_piecewise_cuda_graph` at srt/server_args.py:1080).") in out
+    assert "srt/server_args.py:3281" in out

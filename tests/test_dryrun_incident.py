@@ -41,11 +41,6 @@ def _recorded_command(name: str):
     return args
 
 
-@pytest.fixture(scope="session")
-def env_0511() -> dryrun.DryRunEnv:
-    return dryrun.setup("0.5.11").env
-
-
 @pytest.fixture(scope="module")
 def incident(env_0511) -> dict[str, dryrun.DryRunResult]:
     commands = {name: _recorded_command(name) for name in SNAPSHOTS}

@@ -159,7 +159,18 @@ def test_lab_down_leaves_a_process_that_is_not_the_labs_alone(env, tmp_path):
         stranger.wait(10)
 
 
-def test_restart_with_the_fixed_launch_keeps_piecewise_graphs(lab, env):
+@pytest.fixture
+def own_lab(env, tmp_path):
+    """A lab of this test's own (variant new), for tests that restart or stop it."""
+    mine = dict(env, SGL_KIT_LAB_DIR=str(tmp_path / "own-lab"))
+    proc = sgl_kit(mine, "--json", "lab", "up", "--port", str(free_port()), "--variant", "new")
+    assert proc.returncode == 0, proc.stderr
+    yield mine, json.loads(proc.stdout)
+    sgl_kit(mine, "lab", "down")
+
+
+def test_restart_with_the_fixed_launch_keeps_piecewise_graphs(own_lab):
+    env, lab = own_lab
     proc = sgl_kit(env, "--json", "lab", "restart", "--variant", "fixed")
     assert proc.returncode == 0, proc.stderr
     status = json.loads(proc.stdout)
@@ -169,10 +180,34 @@ def test_restart_with_the_fixed_launch_keeps_piecewise_graphs(lab, env):
     rows = {r["flag"]: r for r in json.loads(sgl_kit(env, "--json", "args", "lab").stdout)["fields"]}
     assert "disable_piecewise_cuda_graph" not in rows  # at its default: not listed
     assert rows["enforce_piecewise_cuda_graph"]["origin"] == "explicit"
-    lab.update(status)
 
 
-def test_lab_down_stops_the_server(lab, env):
+def test_up_with_another_variant_while_one_runs_says_to_restart(own_lab):
+    env, lab = own_lab
+    proc = sgl_kit(env, "lab", "up", "--variant", "fixed")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"sgl-kit: error: the lab on local already runs variant new (pid {lab['pid']}); "
+                           "this asked for variant fixed\n"
+                           "  -> `sgl-kit lab restart --variant fixed` stops it and starts the one asked for\n")
+    same = sgl_kit(env, "lab", "up", "--variant", "new")
+    assert same.returncode == 0 and "already running" in same.stdout
+
+
+def test_a_failed_restart_says_the_old_server_was_stopped_and_how_to_bring_it_back(own_lab):
+    env, lab = own_lab
+    proc = sgl_kit(env, "lab", "restart", "--", *_variant_flags("new"), "--bogus-flag")
+    assert proc.returncode == 2
+    assert f"The lab's previous server (variant new, pid {lab['pid']}) was stopped first, so none runs now." \
+        in proc.stderr
+    assert f"  -> bring it back with `sgl-kit lab up --port {lab['port']} -- " in proc.stderr
+    assert sgl_kit(env, "lab", "status").returncode == 3
+    back = proc.stderr.split("`sgl-kit lab up ", 1)[1].split("`", 1)[0].split()
+    again = sgl_kit(env, "lab", "up", *back)
+    assert again.returncode == 0, again.stderr
+
+
+def test_lab_down_stops_the_server(own_lab):
+    env, lab = own_lab
     proc = sgl_kit(env, "lab", "down")
     assert proc.returncode == 0 and f"stopped pid {lab['pid']}" in proc.stdout
     deadline = time.monotonic() + 5
@@ -186,11 +221,7 @@ def test_lab_down_stops_the_server(lab, env):
 
 
 @pytest.mark.slow
-def test_with_the_dry_run_the_lab_serves_flags_no_snapshot_covers(env, tmp_path):
-    from kit import dryrun
-
-    if not dryrun.environment("0.5.11").ready:
-        pytest.skip("the dry-run environment for sglang 0.5.11 is not set up (`sgl-kit dryrun setup --sglang 0.5.11`)")
+def test_with_the_dry_run_the_lab_serves_flags_no_snapshot_covers(env, tmp_path, env_0511):
     other = dict(env, SGL_KIT_LAB_DIR=str(tmp_path / "lab5"), SGL_KIT_LAB_DRYRUN="1")
     flags = _variant_flags("new")
     flags[flags.index("--speculative-num-steps") + 1] = "2"

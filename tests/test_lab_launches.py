@@ -87,8 +87,8 @@ def test_an_unsupported_combination_names_the_supported_ones_and_the_dry_run(tre
 def test_requiring_the_dry_run_without_its_environment_is_a_clear_error(tree, monkeypatch, tmp_path):
     from kit import dryrun
 
-    if dryrun.environment("0.5.11").ready:
-        pytest.skip("the dry-run environment exists here; tests/test_lab_cli.py covers that path")
+    monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path / "empty-cache"))  # where no dry-run environment exists
+    assert not dryrun.environment("0.5.11").ready
     monkeypatch.setenv("SGL_KIT_LAB_DRYRUN", "1")
     with pytest.raises(LabArgsError) as err:
         resolve(_variant_flags("new"), tree)

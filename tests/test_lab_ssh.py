@@ -42,7 +42,9 @@ def remote(sshd, tmp_path_factory):
 def test_lab_up_on_an_ssh_host_installs_the_kit_as_a_wheel(remote, sshd):
     status = remote["status"]
     assert status["running"] and status["healthy"] and status["host"].endswith(f":{sshd.port}")
-    assert status["url"].startswith("http://127.0.0.1:") and not status["url"].endswith(f":{remote['port']}")
+    # No URL of a forward that died with the command; where it listens there, and how to reach it.
+    assert status["url"] is None and status["address"] == f"127.0.0.1:{remote['port']}"
+    assert status["reach"] == f"sgl-kit forward ssh://{status['host']} --port {remote['port']}"
     site = next((remote["dir"] / "ml-env" / "lib").glob("python3.*/site-packages"))
     assert (site / "kit" / "lab" / "launch_server.py").is_file()
     assert next(site.glob("sglang_investigation_kit-*.dist-info"), None) is not None

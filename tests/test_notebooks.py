@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from _lab_support import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -84,24 +83,6 @@ def test_each_notebook_is_paired_with_its_py_percent_file(path):
 
 
 # -- execution over SSH -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def remote_lab(sshd, tmp_path_factory):
-    from kit.lab.control import Lab
-    from kit.target import connect
-
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SGL_KIT_LAB_DRYRUN", "0")  # passed on to the remote server: snapshots start it in a second
-    host = connect(sshd.alias, config_file=str(sshd.ssh_config))
-    lab = Lab(host, directory=str(tmp_path_factory.mktemp("remote-lab")))
-    status = lab.up(port=free_port())
-    try:
-        yield status
-    finally:
-        lab.down()
-        host.close()
-        mp.undo()
 
 
 @pytest.mark.ssh

@@ -92,7 +92,10 @@ def test_incident_names_rule_8_as_the_one_that_fired(incident):
     assert (fired.rule, fired.rule_line) == ("8. Multimodal / VLM models", 1228)
     assert fired.value_text == "True"
     assert fired.kind == "assign" and fired.target == "disable_piecewise_cuda_graph"
-    early, rule = fired.guards
+    (caller,) = [g for g in fired.guards if g.kind == "caller"]
+    # The method runs only past __post_init__'s early return for dummy models (line 800).
+    assert (caller.where, caller.line, caller.negated, caller.passes) == ("ServerArgs.__post_init__:836", 800, True, True)
+    early, rule = [g for g in fired.guards if g.kind != "caller"]
     assert (early.text, early.line, early.negated, early.kind, early.result) == (
         "self.enforce_piecewise_cuda_graph",
         1196,
@@ -237,8 +240,11 @@ def test_renderings_of_the_incident(incident):
         "ServerArgs._handle_piecewise_cuda_graph",
         "8.",
     ]
+    assert lines[3].strip() == (
+        "called at ServerArgs.__post_init__:836 if not (self.model_path.lower() in ['none', 'dummy']) [ok]"
+    )
     assert (
-        lines[3].strip()
+        lines[4].strip()
         == "if not self.enforce_piecewise_cuda_graph [ok] and self.get_model_config().is_multimodal [ok]"
     )
     assert text.index("srt/server_args.py:1215") < text.index(
@@ -248,8 +254,9 @@ def test_renderings_of_the_incident(incident):
     data = json.loads(json.dumps(incident.to_dict()))
     assert data["fired"] == [f"{SERVER_ARGS}:1230"]
     site = next(s for s in data["sites"] if s["line"] == 1230)
-    assert site["guards"][0]["condition"] == "not self.enforce_piecewise_cuda_graph"
-    assert site["guards"][1]["passes"] is True
+    assert [g["kind"] for g in site["guards"]] == ["caller", "early return", "if"]
+    assert site["guards"][1]["condition"] == "not self.enforce_piecewise_cuda_graph"
+    assert site["guards"][2]["passes"] is True
 
     html = incident._repr_html_()
     assert html.count("<details>") == 22
@@ -301,7 +308,10 @@ def test_0_5_23_finds_the_multimodal_rule_in_the_arg_group_hooks(prefill_0523):
     assert rule.target == "cuda_graph_config.prefill.backend"
     assert rule.line < rule.write_line
     kinds = [g.kind for g in rule.guards]
-    assert kinds == ["earlier rule"] * 6 + ["rule"]
+    # It runs only when apply_cuda_graph_compatibility finds the prefill backend BREAKABLE.
+    assert kinds == ["caller"] * 4 + ["earlier rule"] * 6 + ["rule"]
+    assert rule.guards[3].text == "cfg.cuda_graph_config.prefill.backend == Backend.BREAKABLE"
+    assert rule.guards[3].where == "apply_cuda_graph_compatibility:165"
     assert rule.guards[-1].text.startswith("model_config_of(server_args).is_multimodal and")
     # 0.5.23 lets Qwen3.5 keep its breakable prefill graph, so the rule does not fire.
     assert rule.status == "not fired"

@@ -663,7 +663,7 @@ def test_unsupported_config_action_and_lenient_mode(flags_0511):
 
 def test_classify_finds_the_incidents_auto_disable(line_0511, flags_0511, defaults_0511):
     table = classify(parse_log(line_0511), parse_command(NEW_ARGV, flags_0511), defaults_0511)
-    assert list(table.columns) == ["flag", "default", "cli", "effective", "origin"]
+    assert list(table.columns) == ["flag", "default", "default_from", "cli", "effective", "origin"]
     assert len(table) == 368
     rows = table.set_index("flag")
     piecewise = rows.loc["disable_piecewise_cuda_graph"]
@@ -697,7 +697,7 @@ def test_classify_with_server_info(defaults_0511, flags_0511):
 
 def test_classify_accepts_plain_dicts():
     table = classify({"a": 1, "b": 5}, {"c": 3}, {"a": 1, "b": 2})
-    assert table.values.tolist()[0] == ["a", 1, pd.NA, 1, "default"]
+    assert table.values.tolist()[0] == ["a", 1, "", pd.NA, 1, "default"]  # plain defaults: whose is not known
     assert table.origin.tolist() == ["default", "auto-changed", "explicit"]
 
 

@@ -13,6 +13,7 @@ becomes ``Unknown`` with a reason an engineer can act on.
 - ``constant(...)``: the value of a constant expression, or NotConstant.
 """
 
+from .environment import Environment
 from .evaluator import Evaluator, NotConstant, constant, constant_named, plain_constant
 from .fields import class_fields
 from .modules import ModuleInfo, Modules, dotted, modules_for
@@ -21,6 +22,7 @@ from .values import Unknown, has_unknown, render, truth, unknown
 
 __all__ = [
     "Env",
+    "Environment",
     "Evaluator",
     "ModuleInfo",
     "Modules",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Mapping
 
+from .environment import Environment
 from .expressions import EXTERNAL_OK
 from .modules import (
     ModuleInfo,
@@ -45,7 +46,9 @@ class Evaluator(Statements):
     ``values`` are the server args the log printed; ``defaults`` the declared field
     defaults (kit.server_args.defaults: each with ``known``, ``value`` and ``source``),
     used for a field the log does not have; ``shadowed`` names fields whose logged value
-    must not be used (the flag being explained: the log has only its final value).
+    must not be used (the flag being explained: the log has only its final value);
+    ``initial`` gives such a field's value at launch, ``{name: (value, how)}``, when the
+    launch command is known; ``environ`` is the server's environment, for ``envs.X.get()``.
     """
 
     def __init__(
@@ -55,6 +58,8 @@ class Evaluator(Statements):
         model_config: Mapping | None = None,
         shadowed: set[str] = frozenset(),
         defaults: Mapping | None = None,
+        environ: Environment | None = None,
+        initial: Mapping | None = None,
     ) -> None:
         self.modules = modules
         self.registry: dict[int, Cfg] = {}
@@ -65,6 +70,9 @@ class Evaluator(Statements):
         self.notes: list[list[str]] = [[]]
         self._model_state: Env | None = None
         self.defaults = defaults
+        self.environ = environ
+        # Values at launch (the command line and its defaults) of shadowed fields, with how each is known.
+        self.initial = dict(initial or {})
         self._global_memo: dict[tuple[str, str], object] = {}
 
     # ---- notes

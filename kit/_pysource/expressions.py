@@ -11,6 +11,7 @@ import ast
 import re
 from collections.abc import Callable, Mapping
 
+from .environment import env_call
 from .modules import bound_names, dotted, method_named, short
 from .scope import DONE, RET, Env, Scope, const
 from .values import (
@@ -207,8 +208,11 @@ class Expressions:
                     return inner if isinstance(inner, Unknown) else unknown(short(elt), "cannot unpack")
                 out.extend(inner)
             else:
+                value = self.ev(elt, env)
+                if isinstance(value, Unknown) and value.error:
+                    return value  # Python raises while building the sequence: nothing after it runs
                 # An unknown element keeps its place: membership of other items stays decidable.
-                out.append(self.ev(elt, env))
+                out.append(value)
         return out
 
     def _ev_Dict(self, node: ast.Dict, env: Env):
@@ -281,6 +285,11 @@ class Expressions:
     # ---- calls
 
     def _ev_Call(self, node: ast.Call, env: Env):
+        if _reads_environment(node):
+            args, _ = self._args(node, env)
+            found = env_call(self, node, args)
+            if found is not None:
+                return found
         func = node.func
         if isinstance(func, ast.Name) and func.id in BUILTINS and not self._shadowed_name(func.id, env):
             return self._builtin(func.id, node, env)
@@ -713,3 +722,8 @@ def isinstance_check(value, types: ast.AST, node: ast.AST):
 
 def _binds(cls: ast.ClassDef, name: str) -> bool:
     return any(bound == name for stmt in cls.body for bound, _ in bound_names(stmt))
+
+
+def _reads_environment(node: ast.Call) -> bool:
+    name = dotted(node.func)
+    return ".get" in name and ("envs." in name or "environ" in name) or name.endswith(("getenv", "get_bool_env_var"))

@@ -188,6 +188,10 @@ class Args:
     def get(self, name: str):
         ev = self.ev
         if name in ev.shadowed:
+            if name in ev.initial:
+                value, how = ev.initial[name]
+                ev.note(f"{name} is {value!r} at launch ({how})")
+                return wrap(value, f"server_args.{name}", ev.registry)
             return unknown(name, "is the flag being explained; the log has only its final value")
         if name in self.values:
             return wrap(self.values[name], f"server_args.{name}", ev.registry)

@@ -26,7 +26,7 @@ from .config import API_PATHS, DEFAULT_PORT, READ_BUFSIZE, BenchConfig, RequestR
 from .results import BenchRun, RunWriter
 from .stream import fill_metrics
 
-__all__ = ["TerminalProgress", "bench", "bench_async", "progress_for", "resolve_url", "run_sync"]
+__all__ = ["TerminalProgress", "bench", "bench_async", "describe_endpoint", "progress_for", "resolve_url", "run_sync"]
 
 
 def _default_path(cfg: BenchConfig) -> Path:
@@ -36,8 +36,13 @@ def _default_path(cfg: BenchConfig) -> Path:
 
 
 async def bench_async(url: str, config: BenchConfig | None = None, *, out: str | os.PathLike | None = None,
-                      progress: Callable[[RequestResult], None] | None = None, **options) -> BenchRun:
-    """Run the load against ``url`` (``http://host:port``); see :func:`bench` for the options."""
+                      progress: Callable[[RequestResult], None] | None = None, endpoint: str | None = None,
+                      **options) -> BenchRun:
+    """Run the load against ``url`` (``http://host:port``); see :func:`bench` for the options.
+
+    ``endpoint`` names the server in error messages when ``url`` is a local port forward
+    (``gpubox port 30000``), so they point at the server, not the tunnel.
+    """
     import aiohttp
 
     cfg = config or BenchConfig(**options)
@@ -51,7 +56,7 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
         model = await model_name(session, base, cfg)
         bodies = [json.dumps(payload(cfg, r, model)).encode() for r in records]
         client = Client.make(session, base + API_PATHS[cfg.api], cfg)
-        await _warmup(client, bodies[:cfg.warmup])
+        await _warmup(client, bodies[:cfg.warmup], endpoint)
         run = BenchRun(cfg, base, [], _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                        server_info_before=await get_json(session, base + "/server_info"), path=str(path),
                        kit_version=__version__)
@@ -76,14 +81,15 @@ def _record(run: BenchRun, writer: RunWriter, result: RequestResult, progress) -
         progress(result)
 
 
-async def _warmup(client: Client, bodies: list[bytes]) -> None:
+async def _warmup(client: Client, bodies: list[bytes], endpoint: str | None = None) -> None:
     if not bodies:
         return
     client.origin_ns = time.perf_counter_ns()
     done = [item[0] for item in await asyncio.gather(*(one_request(client, b, RequestResult(-1)) for b in bodies))]
     if not any(r.ok for r in done):
         first = done[0]
-        raise BenchError(f"every warmup request to {client.url} failed; first: {first.error}",
+        where = f"{endpoint} (through the SSH forward {client.url})" if endpoint else str(client.url)
+        raise BenchError(f"every warmup request to {where} failed; first: {first.error}",
                          hint="check the URL, --api and --port, and that the server is up (`curl URL/health`; "
                               "for the lab target, `sgl-kit lab up`)")
 
@@ -173,7 +179,7 @@ def bench(target: Any = "local", *, port: int = DEFAULT_PORT, out: str | os.Path
     url, host = resolve_url(target, port=port)
     bar = progress_for(progress, cfg)
     try:
-        return run_sync(bench_async(url, cfg, out=out, progress=bar))
+        return run_sync(bench_async(url, cfg, out=out, progress=bar, endpoint=describe_endpoint(host, port)))
     finally:
         if bar is not None and hasattr(bar, "close"):
             bar.close()
@@ -185,6 +191,13 @@ def _host_type():
     from kit.hosts import Host
 
     return Host
+
+
+def describe_endpoint(host: Any, port: int) -> str | None:
+    """``user@gpubox:22 port 30000`` for a server reached through a forward; None for a direct URL."""
+    if host is None or getattr(host, "name", "local") == "local":
+        return None
+    return f"{host.name} port {port}"
 
 
 def resolve_url(target: Any, *, port: int = DEFAULT_PORT, **ssh_options) -> tuple[str, Any]:

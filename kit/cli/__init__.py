@@ -12,6 +12,8 @@ this is the only place in ``kit/`` that builds the command line.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -47,13 +49,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for group in GROUPS:
         group.register(sub)
+    _know_own_parser(parser)
     return parser
+
+
+def _know_own_parser(parser: argparse.ArgumentParser) -> None:
+    """Each sub-command remembers its parser, so its usage errors print its own usage."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.set_defaults(_parser=child)
+                _know_own_parser(child)
 
 
 def _report(exc: KitError) -> None:
     sys.stderr.write(f"sgl-kit: error: {exc.message}\n")
-    if exc.hint:
-        sys.stderr.write(f"  -> {exc.hint}\n")
+    hint = exc.cli_hint or exc.hint
+    if hint:
+        sys.stderr.write(f"  -> {hint}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,14 +77,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, rest = argv[:cut], argv[cut + 1 :]
-    parsed = parser.parse_args(args.route_target(argv))
+    parsed, extra = parser.parse_known_args(args.route_target(argv))
+    if extra:  # argparse would blame the top-level parser; the sub-command's usage is the useful one
+        getattr(parsed, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     parsed.cmd = rest
     func: Callable = parsed.func
     try:
-        return int(func(parsed) or 0)
+        code = int(func(parsed) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
     except KitError as exc:
         _report(exc)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("sgl-kit: interrupted\n")
         return 130
+
+
+def _pipe_closed() -> int:
+    """The reader went away (`sgl-kit ... | head`): stop quietly, as coreutils do."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit cannot fail again
+    except OSError:
+        pass
+    return 128 + signal.SIGPIPE

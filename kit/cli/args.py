@@ -44,12 +44,22 @@ def register(sub) -> None:
     diff = inner.add_parser("diff", help="fields that differ between two deployments",
                             description="Each side is a log file, a /server_info JSON file, or a file "
                                         "holding a launch command. Launch commands are read with the "
-                                        "flag table of a real sglang source: give --package-dir or "
-                                        "--sglang VERSION.")
+                                        "flag table of a real sglang source (--package-dir or --sglang "
+                                        "VERSION), filled with that version's defaults, and resolved with "
+                                        "the dry-run when its environment is set up. Rows come in two "
+                                        "groups: what the launches asked differently, then what SGLang "
+                                        "resolved differently at startup, each value with its origin.")
     diff.add_argument("a")
     diff.add_argument("b")
     diff.add_argument("--sglang", metavar="VERSION",
                       help="read launch commands with this sglang release's flags (downloaded once)")
+    diff.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
+                      help="the model's config.json, to resolve a launch command with the dry-run "
+                           "(default: its --model-path, when that is on this machine)")
+    diff.add_argument("--gpu", default="a6000", help="GPU profile for the dry-run (default: a6000)")
+    diff.add_argument("--no-dryrun", action="store_true",
+                      help="do not resolve launch commands with the dry-run; compare their flags over the defaults")
+    diff.add_argument("--all", action="store_true", help="also the fields that differ on every start (random_seed)")
     diff.set_defaults(func=cmd_args_diff)
     for q in (parse, diff):
         common_options(q)
@@ -93,19 +103,75 @@ def cmd_args_parse(args) -> int:
 # --------------------------------------------------------------------------- diff
 
 
-def _side(path: str, args):
-    """A log, a /server_info JSON, or a launch command, as a mapping of fields."""
-    from kit.server_args import flag_table, from_server_info, parse_command, parse_log_file_all
+def cmd_args_diff(args) -> int:
+    from kit.server_args import launch_diff
+
+    tree = _diff_tree(args, required=False)
+    result = launch_diff(_side(args.a, args, tree), _side(args.b, args, tree))
+    if args.json:
+        data = result.to_dict()
+        data["differences"] = [{"flag": r["flag"], "a": r["a"], "b": r["b"]} for r in data["rows"]]
+        emit_json(data)
+        return 0
+    sys.stdout.write(result.to_text(everything=args.all))
+    return 0
+
+
+def _side(path: str, args, tree):
+    """A log, a /server_info JSON, or a launch command, as a LaunchSide."""
+    from kit.server_args import LaunchSide, cli_defaults, from_server_info, parse_log_file_all
 
     text = open(local_file(path), "rb").read(4096).decode("utf-8", "replace")
+    defaults = cli_defaults(tree) if tree is not None else None
     if text.lstrip().startswith("{"):
         with open(path, "rb") as fh:
-            return from_server_info(fh.read())
+            snap = from_server_info(fh.read())
+        return LaunchSide(path, "server_info", snap.fields, "/server_info", defaults=defaults)
     if "server_args=" in text or _mentions(path, b"server_args="):
-        return parse_log_file_all(path)[-1]
+        snap = parse_log_file_all(path)[-1]
+        return LaunchSide(path, "log", snap.fields, "the server_args line of its log", defaults=defaults)
     with open(path, errors="replace") as fh:
-        command = fh.read()
-    return parse_command(command, flag_table(_diff_tree(args)))
+        return _command_side(path, fh.read(), args, tree or _diff_tree(args, required=True))
+
+
+def _command_side(path: str, command: str, args, tree):
+    """A launch command: what it asked, and what sglang resolves from it (the dry-run, when it can run)."""
+    from kit.server_args import LaunchSide, cli_defaults, flag_table, parse_command, parse_log
+
+    explicit = parse_command(command, flag_table(tree))
+    defaults = cli_defaults(tree)
+    requested = {name: fd.value for name, fd in defaults.items() if fd.known}
+    requested.update(explicit)
+    result, why_not = _dry_run(path, command, explicit, args, tree)
+    if result is None:
+        method = f"its flags over the defaults of sglang {tree.version}; not resolved: {why_not}"
+        return LaunchSide(path, "command", requested, method, explicit=explicit, defaults=defaults)
+    changed = {c.field: c.where for c in result.changes}
+    return LaunchSide(path, "command", parse_log(result.server_args_line).fields,
+                      f"resolved by the dry-run of sglang {tree.version}", explicit=explicit, defaults=defaults,
+                      changed=changed)
+
+
+def _dry_run(path: str, command: str, explicit: dict, args, tree):
+    """(DryRunResult, None), or (None, why it could not run)."""
+    import os
+
+    from kit.dryrun import dry_run, environment, supported_versions
+    from kit.server_args import server_flags
+
+    version = tree.version
+    if args.no_dryrun:
+        return None, "--no-dryrun"
+    if version not in supported_versions() or not environment(version).ready:
+        return None, f"no dry-run environment for sglang {version} (sgl-kit dryrun setup --sglang {version})"
+    model = args.model or explicit.get("model_path")
+    if not model or not os.path.exists(os.path.expanduser(str(model))):
+        return None, f"the model's config.json is not on this machine ({model}); pass --model DIR_OR_CONFIG_JSON"
+    sys.stderr.write(f"resolving {path} with the dry-run of sglang {version} (about 10 s)\n")
+    result = dry_run(server_flags(command), model=args.model, sglang=version, gpu=args.gpu)
+    if not result.ok:
+        return None, f"sglang {version} would not start with these flags: {result.error.headline}"
+    return result, None
 
 
 def _mentions(path: str, needle: bytes) -> bool:
@@ -119,7 +185,7 @@ def _mentions(path: str, needle: bytes) -> bool:
     return False
 
 
-def _diff_tree(args):
+def _diff_tree(args, required: bool):
     from kit._paths import tree_dir
     from kit._wheels import install_package_source
     from kit.hosts import LocalHost
@@ -130,26 +196,10 @@ def _diff_tree(args):
     if args.sglang:
         prefix = tree_dir("sglang", args.sglang)
         return SourceTree.at(LocalHost(), install_package_source("sglang", args.sglang, prefix=str(prefix)))
+    if not required:
+        return None
     raise KitError("a launch command needs sglang's flag table to be read",
                    hint="add --sglang 0.5.11 (the release the command was written for) or --package-dir DIR")
-
-
-def cmd_args_diff(args) -> int:
-    from kit.server_args import diff
-
-    frame = diff(_side(args.a, args), _side(args.b, args))
-    if args.json:
-        emit_json({"a": args.a, "b": args.b, "differences": [
-            {"flag": r.flag, "a": plain(r.a), "b": plain(r.b)} for r in frame.itertuples(index=False)]})
-        return 0
-    if frame.empty:
-        sys.stdout.write("no differences\n")
-        return 0
-    width = max(len(str(f)) for f in frame["flag"])
-    sys.stdout.write(f"{'flag':<{width}}  A: {args.a}\n{'':<{width}}  B: {args.b}\n")
-    for row in frame.itertuples(index=False):
-        sys.stdout.write(f"{row.flag:<{width}}  {plain(row.a)!r:>24} -> {plain(row.b)!r}\n")
-    return 0
 
 
 # --------------------------------------------------------------------------- show
@@ -188,8 +238,10 @@ def _find(host, args, lab: bool):
 
 def _args_text(server, snapshot, frame, total: int, args) -> str:
     everything = args.all
+    where = (server.url if server.host is None or server.host.name == "local" else
+             f"{server.bind_host}:{server.port} there (from here: sgl-kit forward {args.target} --port {server.port})")
     head = [f"{'lab stand-in' if server.kind == 'lab' else 'sglang'} {server.sglang_version or '?'}, "
-            f"pid {server.pid} on {server.host_name}, {server.url}",
+            f"pid {server.pid} on {server.host_name}, {where}",
             f"effective args from {snapshot.source or 'the log'}; explicit ones from its argv, read with the flag "
             f"table of {server.sglang_dir}; defaults from that source",
             f"{len(frame)} of {total} fields shown" + ("" if everything else " (those not at their default; --all "
@@ -199,6 +251,9 @@ def _args_text(server, snapshot, frame, total: int, args) -> str:
     columns = ["flag", "default", "cli", "effective", "origin"]
     cells = [[str(plain(v)) if plain(v) is not None else "-" for v in row]
              for row in frame[columns].itertuples(index=False)]
+    for cell, whose in zip(cells, frame["default_from"], strict=True):
+        if cell[4] == "default" and whose:
+            cell[4] = f"default ({whose})"
     widths = [min(48, max(len(c[i]) for c in cells + [columns])) for i in range(5)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(columns, widths, strict=True))]
     for c in cells:

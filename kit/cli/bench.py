@@ -48,7 +48,7 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from kit.bench import BenchConfig, bench_async, progress_for, resolve_url, run_sync
+    from kit.bench import BenchConfig, bench_async, describe_endpoint, progress_for, resolve_url, run_sync
 
     if args.target == "compare":
         return cmd_compare(args)
@@ -63,7 +63,7 @@ def cmd_bench(args) -> int:
     url, host = resolve_url(args.target, port=args.port, **ssh)
     bar = progress_for("auto", cfg)
     try:
-        run = run_sync(bench_async(url, cfg, out=args.out, progress=bar))
+        run = run_sync(bench_async(url, cfg, out=args.out, progress=bar, endpoint=describe_endpoint(host, args.port)))
     finally:
         if bar is not None:
             bar.close()

@@ -55,31 +55,70 @@ def host_for(args):
     return connect(args.target, **ssh_options(args))
 
 
+def server_options(parser: argparse.ArgumentParser) -> None:
+    """--pid / --port: which SGLang server on the target, when it runs several."""
+    parser.add_argument("--pid", type=int, help="the SGLang server's process id, when the target runs several")
+    parser.add_argument("--port", type=int, help="the SGLang server's HTTP port, when the target runs several")
+
+
 def tree_for(host, args):
-    """The sglang source the command reads: --package-dir, the lab's, or --python's."""
+    """The sglang source the command reads: --package-dir, the lab's, --python's, or the server's.
+
+    When --python is left at python3 and python3 there cannot import sglang, the source is
+    that of the SGLang server discovered on the target (the interpreter it runs with).
+    """
+    from kit.errors import PackageNotFound
     from kit.source import SourceTree
 
-    fill_from_discovery(host, args)
+    server = server_for(host, args)
     if args.package_dir:
         return SourceTree.at(host, args.package_dir)
-    return SourceTree.locate(host, "sglang", python=args.python)
+    if server is not None and server.sglang_dir:
+        return SourceTree.of_server(server)
+    try:
+        return SourceTree.locate(host, "sglang", python=args.python)
+    except PackageNotFound as missing:
+        if args.python != "python3":
+            raise
+        server = _the_one_server(host, missing)
+        sys.stderr.write(f"sgl-kit: python3 on {host.name} cannot import sglang; reading the source of the "
+                         f"SGLang server pid {server.pid} ({server.python})\n")
+        args.server = server
+        return SourceTree.of_server(server)
 
 
-def fill_from_discovery(host, args) -> None:
-    """For target ``lab``: the sglang source (and, for ``why``, the log) of the running lab, unless given."""
+def _the_one_server(host, missing):
+    from kit.errors import TargetError
+    from kit.target import discover
+
+    found = [s for s in discover(host) if s.sglang_dir]
+    if not found:
+        raise missing
+    if len(found) > 1:
+        listing = "; ".join(f"pid {s.pid} port {s.port} ({s.python})" for s in found)
+        raise TargetError(f"python3 on {host.name} cannot import sglang, and {len(found)} SGLang servers run "
+                          f"there: {listing}", hint="choose one with --pid PID or --port PORT, or pass --python PY")
+    return found[0]
+
+
+def server_for(host, args, required: bool = False):
+    """The SGLang server the command is about, found by discovery, or None.
+
+    Target ``lab``, --pid or --port ask for one; ``required`` asks for one anyway (the only
+    server there, or an error listing them). Found once per command (``args.server``).
+    """
     from kit.target import parse_target
 
-    if parse_target(args.target)["kind"] != "lab":
-        return
-    wants_log = hasattr(args, "log")
-    if args.package_dir and (args.log if wants_log else True):
-        return
-    from kit.lab import find_lab_server
+    if getattr(args, "server", None) is not None:
+        return args.server
+    pid, port = getattr(args, "pid", None), getattr(args, "port", None)
+    lab = parse_target(args.target)["kind"] == "lab"
+    if not (lab or pid or port or required):
+        return None
+    from kit.lab import find_target_server
 
-    server = find_lab_server(host)
-    args.package_dir = args.package_dir or server.sglang_dir
-    if wants_log:
-        args.log = args.log or server.log_path
+    args.server = find_target_server(host, args.target, pid=pid, port=port)
+    return args.server
 
 
 def console(stderr: bool = False):

@@ -55,7 +55,10 @@ def _lab(args):
 
 def _print_status(args, status) -> None:
     if args.json:
-        emit_json(status.to_dict())
+        data = status.to_dict()
+        if status.reach:
+            data["url"] = None  # a forward held by this process, gone when it exits; `reach` says how instead
+        emit_json(data)
     else:
         sys.stdout.write(status.to_text() + "\n")
 
@@ -63,7 +66,7 @@ def _print_status(args, status) -> None:
 def cmd_lab_up(args) -> int:
     lab = _lab(args)
     with lab.host:
-        status = lab.up(variant=args.variant or "new", flags=args.cmd or None, port=args.port or 30000,
+        status = lab.up(variant=args.variant, flags=args.cmd or None, port=args.port or 30000,
                         host=args.bind, scenario=args.scenario, timeout=args.wait)
         _print_status(args, status)
     return 0

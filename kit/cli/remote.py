@@ -7,12 +7,17 @@ import sys
 
 from kit.errors import CommandTimeout, KitError
 
-from .common import common_options, console, emit_json, host_for, tree_for
+from .common import common_options, console, emit_json, host_for, server_options, tree_for
 
 __all__ = ["register"]
 
 
 def register(sub) -> None:
+    _register_run(sub)
+    register_forward(sub)
+
+
+def _register_run(sub) -> None:
     p = sub.add_parser(
         "run",
         help="run a command on the target",
@@ -38,6 +43,7 @@ def register(sub) -> None:
     p.add_argument("--mark", metavar="REGEX", action="append", default=[],
                    help="mark lines matching REGEX (repeatable)")
     p.set_defaults(func=cmd_source)
+    server_options(p)
     common_options(p)
 
     p = sub.add_parser(
@@ -52,6 +58,7 @@ def register(sub) -> None:
     p.add_argument("--ignore-case", "-I", action="store_true")
     p.add_argument("--max", type=int, default=1000, help="stop after this many matches")
     p.set_defaults(func=cmd_grep)
+    server_options(p)
     common_options(p)
 
 
@@ -125,3 +132,44 @@ def cmd_grep(args) -> int:
             if result.truncated:
                 sys.stderr.write(f"(stopped after {len(matches)} matches; raise --max)\n")
     return 0 if matches else 1
+
+
+def register_forward(sub) -> None:
+    p = sub.add_parser(
+        "forward", help="hold a port forward to a server on the target open, until Ctrl-C",
+        usage="sgl-kit forward TARGET [--port PORT] [--local-port PORT]",
+        description="Forward a port on 127.0.0.1 here to the SGLang server (or the lab) on TARGET over SSH, and "
+                    "keep it open until Ctrl-C, so a browser, curl or `sgl-kit bench http://127.0.0.1:PORT` "
+                    "can reach a server that listens only on the target's loopback.")
+    p.add_argument("target")
+    p.add_argument("--port", type=int, help="the server's port on the target (default: the one SGLang server "
+                                            "found there, else 30000)")
+    p.add_argument("--local-port", type=int, default=0, help="the port here (default: a free one)")
+    p.set_defaults(func=cmd_forward)
+    common_options(p)
+
+
+def cmd_forward(args) -> int:
+    import time
+
+    with host_for(args) as host:
+        port = args.port or _only_server_port(host) or 30000
+        local = host.forward(port, "127.0.0.1", args.local_port)
+        if local == port and host.name == "local":
+            sys.stdout.write(f"{args.target} is this machine: the server is at http://127.0.0.1:{port} already\n")
+            return 0
+        sys.stdout.write(f"http://127.0.0.1:{local} -> {host.name}, 127.0.0.1:{port} (Ctrl-C to stop)\n")
+        sys.stdout.flush()
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            sys.stdout.write("forward closed\n")
+    return 0
+
+
+def _only_server_port(host) -> int | None:
+    from kit.target import discover
+
+    ports = {s.port for s in discover(host)}
+    return ports.pop() if len(ports) == 1 else None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 from . import dryrun
-from .common import common_options, emit_json, host_for, tree_for
+from .common import common_options, emit_json, host_for, server_for, server_options, tree_for
 
 __all__ = ["register"]
 
@@ -13,35 +14,47 @@ __all__ = ["register"]
 def register(sub) -> None:
     p = sub.add_parser(
         "why", help="explain why a server flag has its value",
-        usage="sgl-kit why FLAG [TARGET] [--package-dir DIR] [--log FILE] [--model-config FILE] [--json]",
+        usage="sgl-kit why FLAG [TARGET] [--log FILE] [--command FILE] [--model-config FILE] [--pid PID] [--json]",
         description="Find every place in the target's sglang source that assigns FLAG, the conditions "
-                    "guarding each, and, given the server's log, which of them fired. Paths given to "
-                    "--log and --model-config are read on the target. Without --model-config, the "
+                    "guarding each (and the calls that reach it), and, given the server's log, which of "
+                    "them fired. On a target where an SGLang server runs (the lab, or --pid/--port), its "
+                    "log, launch command and environment are read from the process; otherwise give "
+                    "--log and --command. Paths are read on the target. Without --model-config, the "
                     "config.json under the log's model_path is used when the target has it.")
     p.add_argument("flag", help="a ServerArgs field or flag, e.g. disable_piecewise_cuda_graph or "
                                 "cuda_graph_config.prefill.backend")
     p.add_argument("target", nargs="?", default="local", help="where sglang is installed (default: local)")
     p.add_argument("--log", metavar="FILE", help="server log holding the server_args=... line")
+    p.add_argument("--command", metavar="FILE", help="a file holding the server's launch command, so the flag's "
+                                                     "value at launch is known")
     p.add_argument("--model-config", metavar="FILE", help="the model's config.json")
     p.add_argument("--no-snapshot", action="store_true",
                    help="read the remote source file by file instead of copying it once to the local cache")
+    server_options(p)
     dryrun.add_why_options(p)
     p.set_defaults(func=cmd_why)
     common_options(p)
 
 
 def cmd_why(args) -> int:
-    from kit.provenance import explain
+    from kit.provenance import explain, explain_server
 
     if args.dryrun:
         return dryrun.cmd_why_dryrun(args)
     with host_for(args) as host:
+        server = server_for(host, args)
         tree = tree_for(host, args)
+        server = server or getattr(args, "server", None)
         if host.name != "local" and not args.no_snapshot:
             tree = tree.snapshot()
-        snapshot = _remote_log(host, args.log) if args.log else None
+        snapshot = _snapshot(host, args, server)
         config = _model_config(host, args.model_config, snapshot)
-        result = explain(tree, args.flag, snapshot, config)
+        command = shlex.split(host.read_text(args.command)) if args.command else None
+        if server is not None:
+            result = explain_server(server, args.flag, tree=tree, snapshot=snapshot, model_config=config,
+                                    command=command)
+        else:
+            result = explain(tree, args.flag, snapshot, config, command=command)
     if args.json:
         emit_json(result.to_dict())
     else:
@@ -49,10 +62,12 @@ def cmd_why(args) -> int:
     return 0
 
 
-def _remote_log(host, path: str):
+def _snapshot(host, args, server):
+    """--log, else the server's own log: the server_args line it printed at startup."""
     from kit.server_args import parse_log
 
-    return parse_log(host.read_text(path))
+    path = args.log or (server.log_path if server is not None else None)
+    return parse_log(host.read_text(path)) if path else None
 
 
 def _model_config(host, path: str | None, snapshot):

@@ -151,6 +151,8 @@ def require_environment(version: str) -> DryRunEnv:
             f"the dry-run environment for sglang {version} is not set up ({env.path})",
             hint=f"run `sgl-kit dryrun setup --sglang {version}` once (about 1.2 GB, a few minutes), "
             "or pass install=True",
+            cli_hint=f"run `sgl-kit dryrun setup --sglang {version}` once (about 1.2 GB, a few minutes), "
+            "or add --install",
         )
     return env
 

@@ -337,6 +337,7 @@ class Host:
                         f"no answer from {self.name} within {self.default_timeout:g}s while trying to {what}",
                         host=self.name,
                         hint="the host may be overloaded; retry, or raise default_timeout",
+                        cli_hint="the host may be overloaded; retry, or raise --timeout",
                     ) from None
                 if kind == K_DATA:
                     data += payload
@@ -380,7 +381,8 @@ class Host:
         )
 
     # -- misc ---------------------------------------------------------------
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> int:
+        """A port on 127.0.0.1 here that reaches ``remote_host:remote_port`` as the host sees it."""
         raise NotImplementedError
 
     def close(self) -> None:

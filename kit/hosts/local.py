@@ -83,8 +83,8 @@ class LocalHost(Host):
             self._conn.close()
             self._conn = None
 
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
-        return remote_port
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> int:
+        return remote_port  # this machine: nothing to forward
 
     def close(self) -> None:
         with self._lock:

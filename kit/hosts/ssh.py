@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import select
 import shlex
@@ -34,6 +35,11 @@ from .exec_fallback import ExecFallback
 from .wire import BOOT, HelperConnection, NoPython
 
 __all__ = ["SSHHost", "fingerprint"]
+
+# paramiko logs transport failures ("Error reading SSH protocol banner", "Secsh channel 0 open
+# FAILED") that the kit reports itself, as errors with what to do; without a handler Python
+# would print them to stderr. A NullHandler silences them unless the caller configures logging.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 _DEFAULT_CONFIG = "~/.ssh/config"
 _DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -65,8 +71,9 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                 f"{key.get_name()} key {fingerprint(key)}",
                 host=owner.name,
                 hint="verify that fingerprint out of band, then connect once with trust_new_host=True "
-                f"(CLI: --trust-new-host) to record it, or run `ssh-keyscan -p {owner.port} "
-                f"{owner.hostname} >> {owner.known_hosts_file}`",
+                f"to record it, or run `ssh-keyscan -p {owner.port} {owner.hostname} >> {owner.known_hosts_file}`",
+                cli_hint="verify that fingerprint out of band, then run the command once with --trust-new-host "
+                f"to record it, or run `ssh-keyscan -p {owner.port} {owner.hostname} >> {owner.known_hosts_file}`",
             )
         client.get_host_keys().add(entry, key.get_name(), key)
         path = Path(owner.known_hosts_file)
@@ -222,11 +229,17 @@ class SSHHost(Host):
                 hint="check the hostname, or the alias's Host block in "
                 f"{self.config_file or 'your ssh config'}",
             ) from None
-        except (TimeoutError, OSError) as exc:
+        except TimeoutError:
             raise HostUnreachable(
-                f"no answer from {where} within {self.connect_timeout:g}s ({exc})",
+                f"no answer from {where} within {self.connect_timeout:g}s",
                 host=self.name,
                 hint="the host may be down or firewalled; check it with `ping` or your VPN",
+            ) from None
+        except OSError as exc:  # refused above; here: no route, network down, ... (at once, not a timeout)
+            raise HostUnreachable(
+                f"cannot reach {where}: {exc.strerror or exc}",
+                host=self.name,
+                hint="check the address, your network and VPN; `ping` the host",
             ) from None
 
     def _jump_channel(self):
@@ -284,6 +297,16 @@ class SSHHost(Host):
                 host=self.name,
                 hint="the host is overloaded, or the port is not an SSH server",
             )
+        if isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc):
+            return AuthenticationFailed(
+                f"{self.name}: no key or agent to log in with (tried key files: "
+                f"{', '.join(self.key_filenames) or 'none'}; default keys in ~/.ssh: "
+                f"{'none found' if self.look_for_keys else 'not looked for'}; agent: "
+                f"{'none running' if not os.environ.get('SSH_AUTH_SOCK') else 'no keys'})",
+                host=self.name,
+                hint="give a key with -i FILE (or IdentityFile in ~/.ssh/config), or load one into the agent "
+                     "with `ssh-add`",
+            )
         if isinstance(exc, (paramiko.SSHException, OSError, EOFError)):
             return ConnectError(
                 f"SSH to {self.name} failed: {type(exc).__name__}: {exc}",
@@ -331,6 +354,7 @@ class SSHHost(Host):
                 host=self.name,
                 hint=f"check that `{self.helper_python} -c pass` works there; "
                 "pass use_helper=False to run one channel per command",
+                cli_hint=f"check that `{self.helper_python} -c pass` works there (--python PY picks another)",
             ) from None
         chan.settimeout(None)
         return conn
@@ -347,14 +371,18 @@ class SSHHost(Host):
         return "exec" if isinstance(conn, ExecFallback) else "helper"
 
     # -- forwards -----------------------------------------------------------
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
-        """A local port on 127.0.0.1 that reaches ``remote_host:remote_port`` as seen from the host."""
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> int:
+        """A local port on 127.0.0.1 that reaches ``remote_host:remote_port`` as seen from the host.
+
+        It lives as long as this SSHHost (``sgl-kit forward`` keeps one open until Ctrl-C).
+        ``local_port`` asks for a given port here; 0 takes a free one.
+        """
         with self._lock:
             key = (remote_host, int(remote_port))
             fwd = self._forwards.get(key)
-            if fwd is None or not fwd.alive:
+            if fwd is None or not fwd.alive or (local_port and fwd.local_port != local_port):
                 self.connect()
-                fwd = _Forward(self, remote_host, int(remote_port))
+                fwd = _Forward(self, remote_host, int(remote_port), int(local_port))
                 self._forwards[key] = fwd
             return fwd.local_port
 
@@ -393,10 +421,15 @@ def _as_list(value) -> list[str]:
 class _Forward:
     """A local listening socket whose connections tunnel to the remote port."""
 
-    def __init__(self, host: SSHHost, remote_host: str, remote_port: int) -> None:
+    def __init__(self, host: SSHHost, remote_host: str, remote_port: int, local_port: int = 0) -> None:
         self.host = host
         self.remote = (remote_host, remote_port)
-        self.server = socket.create_server(("127.0.0.1", 0))
+        try:
+            self.server = socket.create_server(("127.0.0.1", local_port))
+        except OSError as exc:
+            raise HostError(f"cannot listen on 127.0.0.1:{local_port} for a forward to {host.name}: "
+                            f"{exc.strerror or exc}", host=host.name,
+                            hint="pick another local port, or leave it out to take a free one") from None
         self.local_port = self.server.getsockname()[1]
         self.alive = True
         threading.Thread(target=self._accept, daemon=True, name=f"kit-forward-{self.local_port}").start()

@@ -31,7 +31,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'kit.lab' has no attribute {name!r}")
 
 
-def up(variant: str = "new", flags: list[str] | None = None, **options):
+def up(variant: str | None = None, flags: list[str] | None = None, **options):
     """Start the lab on this machine (or return its status if it runs already)."""
     from .control import Lab
 
@@ -72,7 +72,8 @@ def find_lab_server(host, servers=None, lab_dir: str | None = None):
     picked = [s for s in servers if s.kind == "lab" and s.labels.get("lab_dir") == lab_dir]
     if not picked:
         raise TargetError(f"the lab is not running on this machine (looked for a lab server of {lab_dir})",
-                          hint="start it with `sgl-kit lab up` (or kit.lab.up() in a notebook)")
+                          hint="start it with kit.lab.up() (from a terminal: `sgl-kit lab up`)",
+                          cli_hint="start it with `sgl-kit lab up`")
     return picked[-1]
 
 

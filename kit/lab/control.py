@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -66,6 +67,8 @@ class LabStatus:
     started_at: float | None = None
     log: str | None = None
     note: str = ""
+    address: str | None = None  # where the server listens, on the lab's own host
+    reach: str = ""  # how to reach it from here when `url` is a forward that dies with this process
 
     def __repr__(self) -> str:
         if not self.running:
@@ -77,10 +80,12 @@ class LabStatus:
         if not self.running:
             return f"lab: not running on {self.host} ({self.lab_dir})" + (f"\n  {self.note}" if self.note else "")
         up = time.time() - self.started_at if self.started_at else 0
+        where = ([f"  url:     {self.url}"] if not self.reach else
+                 [f"  address: {self.address} on {self.host}", f"  reach:   {self.reach}"])
         return "\n".join([
             f"lab: running on {self.host}, pid {self.pid}, up {up:.0f} s, "
             f"{'healthy' if self.healthy else 'NOT healthy'}",
-            f"  url:     {self.url}",
+            *where,
             f"  launch:  {self.label or 'custom flags'}",
             f"  command: {' '.join(self.argv)}",
             f"  log:     {self.log}",
@@ -168,15 +173,21 @@ class Lab:
         return remote
 
     # -- start and stop -----------------------------------------------------------
-    def up(self, variant: str | None = "new", flags: list[str] | None = None, port: int = DEFAULT_PORT,
+    def up(self, variant: str | None = None, flags: list[str] | None = None, port: int = DEFAULT_PORT,
            host: str = "127.0.0.1", scenario: str = "incident", timeout: float = 60) -> LabStatus:
-        """Start the lab's server unless it already runs. ``flags`` replace the variant's."""
+        """Start the lab's server (``variant`` new, old or fixed; default new), unless it already runs.
+
+        ``flags`` replace the variant's. When the lab already runs the launch asked for, its
+        status comes back with a note; when it runs another one, LabError says so, since
+        starting nothing would leave a different server than the one asked for.
+        """
         current = self.status()
         if current.running:
+            self._check_same(current, variant, flags)
             current.note = "already running; `sgl-kit lab restart` to change its flags"
             return current
         self.prepare()
-        argv, label = self._command(variant, flags, port, host)
+        argv, label = self._command(variant or "new", flags, port, host)
         port = int(option_value(argv, "--port") or port)
         host = option_value(argv, "--host") or host
         env = {"SGL_KIT_LAB_SCENARIO": scenario, "CUDA_VISIBLE_DEVICES": "0,1"}
@@ -238,7 +249,36 @@ class Lab:
             options.setdefault("port", previous.port)
             if not flags and not variant:
                 flags = _flags_of(previous.argv)
-        return self.up(variant=variant or "new", flags=flags, **options)
+        try:
+            return self.up(variant=variant or "new", flags=flags, **options)
+        except LabError as exc:
+            if not previous.running:
+                raise
+            old = _flags_of(previous.argv)
+            raise LabError(
+                f"{exc.message}\nThe lab's previous server ({previous.label or 'custom flags'}, pid {previous.pid}) "
+                f"was stopped first, so none runs now.",
+                hint=f"bring it back with Lab.up(flags={old!r})",
+                cli_hint=f"bring it back with `sgl-kit lab up --port {previous.port} -- {shlex.join(old)}`",
+            ) from None
+
+    def _check_same(self, current: LabStatus, variant: str | None, flags: list[str] | None) -> None:
+        if flags:
+            wanted_label = "custom flags"
+            same = _comparable(_flags_of(current.argv)) == _comparable(list(flags))
+        elif variant:
+            wanted_label = f"variant {variant}"
+            same = current.label == wanted_label
+        else:
+            return  # nothing in particular asked for: whatever runs will do
+        if not same:
+            what = f"--variant {variant}" if not flags else "-- " + shlex.join(flags)
+            raise LabError(
+                f"the lab on {self.host.name} already runs {current.label or 'custom flags'} (pid {current.pid}); "
+                f"this asked for {wanted_label}",
+                hint=f"Lab.restart(variant={variant!r}, flags={flags!r}) stops it and starts the one asked for",
+                cli_hint=f"`sgl-kit lab restart {what}` stops it and starts the one asked for",
+            )
 
     def _status(self, result: dict) -> LabStatus:
         state = result.get("state") or {}
@@ -248,10 +288,12 @@ class Lab:
         port = int(state["port"])
         url_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         local_port = self.host.forward(port, url_host)
+        reach = "" if self.local else f"sgl-kit forward ssh://{self.host.name} --port {port}"
         return LabStatus(self.host.name, self.directory, True, pid=state.get("pid"),
                          url=f"http://127.0.0.1:{local_port}" if not self.local else f"http://{url_host}:{port}",
                          port=port, argv=state.get("argv", []), label=state.get("label"),
-                         healthy=result.get("healthy"), started_at=state.get("started_at"), log=result.get("log"))
+                         healthy=result.get("healthy"), started_at=state.get("started_at"), log=result.get("log"),
+                         address=f"{host}:{port}", reach=reach)
 
 
 def _what_failed(lines: list[str]) -> list[str]:
@@ -260,6 +302,19 @@ def _what_failed(lines: list[str]) -> list[str]:
     return lines[marks[-1]:] if marks else lines[-12:]
 
 
+
+
+def _comparable(flags: list[str]) -> list[str]:
+    """A launch's flags without where it listens and which model directory it reads."""
+    out, i = [], 0
+    while i < len(flags):
+        head = flags[i].split("=", 1)[0]
+        if head in _VALUE_FLAGS:
+            i += 1 if "=" in flags[i] else 2
+            continue
+        out.append(flags[i])
+        i += 1
+    return out
 
 
 def _flags_of(argv: list[str]) -> list[str]:

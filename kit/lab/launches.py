@@ -26,7 +26,7 @@ from typing import Any
 
 from kit._remote.locate import locate
 from kit.errors import KitError, LabArgsError, ParseError
-from kit.server_args import FlagSpec, FlagTable, defaults, flag_table, parse_command, parse_log
+from kit.server_args import FlagSpec, FlagTable, cli_defaults, flag_table, parse_command, parse_log
 
 __all__ = [
     "FREE_FIELDS",
@@ -272,7 +272,7 @@ def _from_snapshots(explicit: Mapping[str, Any], flags: FlagTable, tree: LocalSo
             f"the lab has no resolved arguments for sglang {version} and the dry-run is not set up",
             hint=_dryrun_hint(version),
         )
-    field_defaults = {k: v.value for k, v in defaults(tree).items() if v.known}
+    field_defaults = {k: v.value for k, v in cli_defaults(tree).items() if v.known}
     for launch in launches:
         theirs = parse_command(list(launch.command), flags, strict=False)
         if _same_launch(explicit, theirs, field_defaults):

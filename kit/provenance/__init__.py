@@ -15,10 +15,13 @@ It knows three layouts, because SGLang moved this logic twice:
 
 - ``explain.py``: the entry point; ``sites.py``: finding the writes;
 - ``guards.py``: the conditions on the way to each write, and which held;
-- ``result.py``: Guard, AssignmentSite, FlagExplanation; ``render.py``: text and HTML.
+- ``result.py``: Guard, AssignmentSite, FlagExplanation; ``render.py``: text and HTML;
+- ``fixes.py``: the flag that skips a rule (``escapes``), and startup checks that refuse a launch (``refusals``).
 """
 
-from .explain import explain, normalize_flag
+from .explain import explain, explain_server, normalize_flag
+from .fixes import Escape, Refusal, escapes, refusals
 from .result import AssignmentSite, FlagExplanation, Guard
 
-__all__ = ["AssignmentSite", "FlagExplanation", "Guard", "explain", "normalize_flag"]
+__all__ = ["AssignmentSite", "Escape", "FlagExplanation", "Guard", "Refusal", "escapes", "explain", "explain_server",
+           "normalize_flag", "refusals"]

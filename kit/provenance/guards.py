@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kit._pysource import Env, Evaluator, ModuleInfo, Unknown, const, truth
 
@@ -32,10 +32,13 @@ class _Table:
     env: Env | None
 
 
-def explain_write(module: ModuleInfo, write: Write, parents: dict, ev: Evaluator | None):
+def explain_write(module: ModuleInfo, write: Write, parents: dict, ev: Evaluator | None, calls=None):
+    """The sites of one write, each with its guards; ``calls`` (module -> {callee: [(caller, stmt)]})
+    adds the guards of the calls that reach the write's function."""
     chain = _ancestors(write.stmt, parents)
     walk = _Walk(module, chain, ev)
     walk.run()
+    paths = _call_paths(module, chain, parents, ev, calls) if calls is not None else [[]]
     value_text = ast.unparse(write.value) if write.value is not None else ""
     base = dict(
         file=module.display,
@@ -47,8 +50,53 @@ def explain_write(module: ModuleInfo, write: Write, parents: dict, ev: Evaluator
     if walk.table is None:
         rule, rule_line = _label_for_chain(module, chain, write.stmt)
         site = AssignmentSite(line=write.line, guards=walk.guards, rule=rule, rule_line=rule_line, **base)
-        return [_finish(site, module, ev)]
-    return [_finish(site, module, ev) for site in _table_sites(module, walk, write, base)]
+        return [_finish(_via_best_path(site, paths, ev), module, ev)]
+    return [_finish(_via_best_path(site, paths, ev), module, ev) for site in _table_sites(module, walk, write, base)]
+
+
+# --------------------------------------------------------------------------- call paths
+
+_MAX_CALL_DEPTH = 6
+
+
+def _call_paths(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Evaluator | None, calls,
+                depth: int = 0, seen: frozenset = frozenset()) -> list[list[Guard]]:
+    """Guards of every call path that reaches the function holding ``chain``'s statement.
+
+    A write runs only if its function is called, so the guards around each call count too:
+    ``if envs.SGLANG_USE_MODELSCOPE.get(): self._handle_modelscope_paths()``. A function
+    that nothing in its module calls (``__post_init__``, a hook a registry runs) is where a
+    path starts: [[]].
+    """
+    start = next((i for i, n in enumerate(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if start is None or depth >= _MAX_CALL_DEPTH:
+        return [[]]
+    func = chain[start]
+    sites = [(fn, stmt) for fn, stmt in calls(module).get(func.name, ()) if id(fn) not in seen and fn is not func]
+    if not sites:
+        return [[]]
+    paths = []
+    for _caller, stmt in sites:
+        caller_chain = _ancestors(stmt, parents)
+        walk = _Walk(module, caller_chain, ev)
+        walk.run()
+        where = _qualname(caller_chain)
+        mine = [replace(g, kind="caller", where=f"{where}:{stmt.lineno}") for g in walk.guards + walk.inner_guards]
+        mine = mine or [Guard(text=f"{where} calls {func.name}()", line=stmt.lineno, result=True,
+                              kind="caller", where=f"{where}:{stmt.lineno}", rule="(call)")]
+        for upper in _call_paths(module, caller_chain, parents, ev, calls, depth + 1, seen | {id(func)}):
+            paths.append(upper + mine)
+    return paths or [[]]
+
+
+def _via_best_path(site: AssignmentSite, paths: list[list[Guard]], ev: Evaluator | None) -> AssignmentSite:
+    """The site with the guards of the call path that decides it: one where every guard holds if
+    there is one, else one still unknown, else the first (every path fails somewhere)."""
+    if paths == [[]]:
+        return site
+    ranked = sorted(paths, key=lambda p: {"fired": 0, "unknown": 1}.get(_status(p + site.guards, ev is not None)[0], 2))
+    site.guards = ranked[0] + site.guards
+    return site
 
 
 def _table_sites(module: ModuleInfo, walk: _Walk, write: Write, base: dict):

@@ -13,8 +13,12 @@ def _mark(guard) -> str:  # a Guard
 
 def render_text(exp, width: int) -> str:  # exp: a FlagExplanation
     out = [exp.headline]
+    if exp.origin:
+        out.append(exp.origin)
     if exp.hint:
         out.append(exp.hint)
+    if not exp.sites:
+        return "\n".join(out)
     if not exp.evaluated:
         out.append("guards not evaluated: pass snapshot= (the server args from the log) and model_config=")
     rows = [
@@ -35,17 +39,32 @@ def render_text(exp, width: int) -> str:  # exp: a FlagExplanation
 
 def _site_detail(site, width: int) -> list[str]:  # an AssignmentSite
     pad = "    "
+    lines = [pad + _clip(line, width - len(pad)) for line in _caller_lines(site.guards)]
     guards = " and ".join(
-        f"{_paren(g.condition)} [{_mark(g)}]" for g in site.guards if g.kind != "earlier rule"
+        f"{_paren(g.condition)} [{_mark(g)}]" for g in site.guards if g.kind not in ("earlier rule", "caller")
     )
     earlier = sum(1 for g in site.guards if g.kind == "earlier rule")
     if earlier:
         guards += f" (after {earlier} earlier rules)"
-    lines = [pad + _clip("if " + guards, width - len(pad))] if guards else []
+    lines += [pad + _clip("if " + guards, width - len(pad))] if guards else []
     if site.fired:
         lines += [_wrap(f"- {note}", width, pad, pad + "  ") for note in site.evidence]
     elif site.status_reason:
         lines.append(_wrap(f"why: {site.status_reason}", width, pad, pad + "     "))
+    return lines
+
+
+def _caller_lines(guards) -> list[str]:
+    """`called at F:LINE if COND [ok]`, one line per calling function, outermost first."""
+    groups: dict[str, list] = {}
+    for g in guards:
+        if g.kind == "caller":
+            groups.setdefault(g.where, []).append(g)
+    lines = []
+    for where, members in groups.items():
+        conds = [g for g in members if g.rule != "(call)"]  # "(call)": the call itself, unconditional
+        tail = " and ".join(f"{_paren(g.condition)} [{_mark(g)}]" for g in conds)
+        lines.append(f"called at {_short_file(where)}" + (f" if {tail}" if tail else ""))
     return lines
 
 
@@ -64,11 +83,13 @@ def _clip(text: str, width: int) -> str:
 
 def render_html(exp) -> str:  # exp: a FlagExplanation
     e = html.escape
-    head = f"<p><b>{e(exp.headline)}</b></p>" + (f"<p>{e(exp.hint)}</p>" if exp.hint else "")
+    head = (f"<p><b>{e(exp.headline)}</b></p>" + (f"<p>{e(exp.origin)}</p>" if exp.origin else "")
+            + (f"<p>{e(exp.hint)}</p>" if exp.hint else ""))
     rows = []
     for s in exp.ordered():
         guards = "<br>".join(
-            f"<code>{e(g.condition)}</code> [{_mark(g)}] <small>{e(g.reason)}</small>" for g in s.guards
+            (f"<small>called at {e(g.where)}:</small> " if g.kind == "caller" else "")
+            + f"<code>{e(g.condition)}</code> [{_mark(g)}] <small>{e(g.reason)}</small>" for g in s.guards
         )
         colour = {"fired": "#d4f7d4", "not fired": "#f2f2f2"}.get(s.status, "#fff3cd")
         rows.append(

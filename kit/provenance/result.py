@@ -23,9 +23,10 @@ class Guard:
     negated: bool = False
     result: bool | None = None
     reason: str = ""
-    kind: str = "if"  # if, else, early return, rule, earlier rule, loop, except, call
+    kind: str = "if"  # if, else, early return, rule, earlier rule, loop, except, call, caller
     notes: list[str] = field(default_factory=list)  # lookups that decided `result`
     rule: str = ""  # for an earlier rule of a table: its name
+    where: str = ""  # for a caller's guard: the calling function and line
 
     def __repr__(self) -> str:
         mark = {True: "holds", False: "fails", None: "unknown"}[self.passes]
@@ -83,6 +84,7 @@ class FlagExplanation:
     observed: str | None = None  # the flag's value in the snapshot, as text
     evaluated: bool = False  # False when no snapshot was given
     hint: str = ""
+    origin: str = ""  # when nothing assigns the flag: where its value comes from instead
 
     @property
     def fired(self) -> list[AssignmentSite]:

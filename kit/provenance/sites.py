@@ -21,6 +21,7 @@ class TreeIndex:
         self._candidates: dict[str, list[str]] = {}
         self._parents: dict[str, dict[int, ast.AST]] = {}
         self._setters: dict[str, dict[str, tuple[int | None, int, int]]] = {}
+        self._calls: dict[str, dict[str, list]] = {}
 
     @property
     def modules(self) -> Modules:
@@ -54,6 +55,11 @@ class TreeIndex:
                 id(child): node for node in ast.walk(module.tree) for child in ast.iter_child_nodes(node)
             }
         return self._parents[module.path]
+
+    def calls(self, module: ModuleInfo) -> dict[str, list[tuple[ast.AST, ast.stmt]]]:
+        if module.path not in self._calls:
+            self._calls[module.path] = calls_in(module, self.parents(module))
+        return self._calls[module.path]
 
     def setters(self, module: ModuleInfo) -> dict[str, tuple[int | None, int, int]]:
         if module.path not in self._setters:
@@ -294,3 +300,34 @@ def _mentions(node: ast.AST, word: str) -> bool:
 def first_line(node: ast.AST) -> int:
     decorators = getattr(node, "decorator_list", None)
     return min([node.lineno, *[d.lineno for d in decorators or []]])
+
+
+def calls_in(module: ModuleInfo, parents: dict) -> dict[str, list[tuple[ast.AST, ast.stmt]]]:
+    """{name: [(calling function, calling statement)]} for ``name(...)`` and ``self.name(...)`` calls."""
+    found: dict[str, list] = {}
+    for node in ast.walk(module.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name):
+            name = func.id
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            name = func.attr  # self.m(), cls.m(), server_args.m()
+        else:
+            continue
+        stmt, fn = _statement_and_function(node, parents)
+        if stmt is not None and fn is not None:
+            found.setdefault(name, []).append((fn, stmt))
+    return found
+
+
+def _statement_and_function(node: ast.AST, parents: dict):
+    stmt = None
+    while id(node) in parents:
+        parent = parents[id(node)]
+        if stmt is None and isinstance(node, ast.stmt):
+            stmt = node
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return stmt or node, parent
+        node = parent
+    return None, None

@@ -17,10 +17,11 @@ how the incident's `disable_piecewise_cuda_graph=True` shows up. ``server.py`` d
 same for a server found by kit.target.discover.
 """
 
-from .command import parse_command
+from .command import parse_command, server_flags
 from .compare import classify, diff
 from .defaults import FieldDefault, FieldDefaults, defaults
-from .flags import FlagSpec, FlagTable, flag_table
+from .flags import FlagSpec, FlagTable, cli_defaults, flag_table
+from .launch_diff import LaunchDiff, LaunchSide, launch_diff
 from .log import parse_log, parse_log_all, parse_log_file, parse_log_file_all
 from .server import classify_server, effective_args, explicit_args
 from .server_info import from_server_info
@@ -32,10 +33,13 @@ __all__ = [
     "FieldDefaults",
     "FlagSpec",
     "FlagTable",
+    "LaunchDiff",
+    "LaunchSide",
     "NonLiteral",
     "ServerArgsSnapshot",
     "classify",
     "classify_server",
+    "cli_defaults",
     "defaults",
     "diff",
     "effective_args",
@@ -43,9 +47,11 @@ __all__ = [
     "flag_table",
     "format_server_args",
     "from_server_info",
+    "launch_diff",
     "parse_command",
     "parse_log",
     "parse_log_all",
     "parse_log_file",
     "parse_log_file_all",
+    "server_flags",
 ]

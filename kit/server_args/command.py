@@ -17,6 +17,8 @@ from .flags import FlagSpec, FlagTable
 
 _NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
+__all__ = ["parse_command", "server_flags"]
+
 
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -42,6 +44,12 @@ def parse_command(
     args = _server_args_tokens(tokens)
     args = _merge_config(args, flags, cwd, read_text)
     return _parse_tokens(args, flags, strict)
+
+
+def server_flags(argv: str | Iterable[str]) -> list[str]:
+    """The sglang flags of a launch command, without the interpreter, launcher or env assignments."""
+    tokens = list(shlex.split(argv) if isinstance(argv, str) else argv)
+    return [tok for tok, _ in _server_args_tokens(tokens)]
 
 
 def _server_args_tokens(tokens: list[str]) -> list[tuple[str, int]]:

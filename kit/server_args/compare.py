@@ -20,18 +20,20 @@ def classify(
     explicit: Mapping[str, Any],
     defaults: Mapping[str, FieldDefault | Any],
 ):
-    """One row per field: flag, default, cli (NA if not given), effective, origin.
+    """One row per field: flag, default, default_from, cli (NA if not given), effective, origin.
 
     origin: `default`; `explicit` (given and kept); `explicit-overridden` (given, but the
     server runs another value); `auto-changed` (not given, yet the server runs a value
     other than the default: something in SGLang decided it). A field whose default
-    cannot be known from the source counts as `default`.
+    cannot be known from the source counts as `default`. `default_from` says whose
+    default it is (`argparse` or `dataclass`, from kit.server_args.cli_defaults /
+    defaults; empty when plain values were given).
     """
     pd = pandas()
     effective = _fields_of(snapshot)
     names = list(effective) + [k for k in explicit if k not in effective]
     rows = [_classify_row(n, effective, explicit, defaults, pd.NA) for n in names]
-    return pd.DataFrame(rows, columns=["flag", "default", "cli", "effective", "origin"])
+    return pd.DataFrame(rows, columns=["flag", "default", "default_from", "cli", "effective", "origin"])
 
 
 def _classify_row(name: str, effective: Mapping, explicit: Mapping, defaults: Mapping, na: Any) -> tuple:
@@ -45,7 +47,9 @@ def _classify_row(name: str, effective: Mapping, explicit: Mapping, defaults: Ma
         origin = "default"
     else:
         origin = "auto-changed"
-    return (name, default, explicit[name] if name in explicit else na, na if eff is MISSING else eff, origin)
+    default_from = fd.origin if isinstance(fd, FieldDefault) else ""
+    return (name, default, default_from, explicit[name] if name in explicit else na,
+            na if eff is MISSING else eff, origin)
 
 
 def diff(a: ServerArgsSnapshot | Mapping[str, Any], b: ServerArgsSnapshot | Mapping[str, Any]):
@@ -55,7 +59,7 @@ def diff(a: ServerArgsSnapshot | Mapping[str, Any], b: ServerArgsSnapshot | Mapp
     names; a field present on one side only shows NA on the other.
     """
     pd = pandas()
-    fa, fb = _flatten(_fields_of(a)), _flatten(_fields_of(b))
+    fa, fb = flatten(_fields_of(a)), flatten(_fields_of(b))
     names = list(fa) + [k for k in fb if k not in fa]
     rows = [
         (k, fa.get(k, pd.NA), fb.get(k, pd.NA))
@@ -65,13 +69,13 @@ def diff(a: ServerArgsSnapshot | Mapping[str, Any], b: ServerArgsSnapshot | Mapp
     return pd.DataFrame(rows, columns=["flag", "a", "b"])
 
 
-def _flatten(fields: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(fields: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in fields.items():
         name = f"{prefix}{key}"
         nested = _nested(value)
         if nested:
-            out.update(_flatten(nested, name + "."))
+            out.update(flatten(nested, name + "."))
         else:
             out[name] = value
     return out

@@ -22,7 +22,7 @@ from kit.errors import SymbolNotFound
 from .common import AST_ERRORS, SourceLike, pandas, short
 from .values import dotted_name
 
-__all__ = ["FieldDefault", "FieldDefaults", "defaults", "server_args_fields"]
+__all__ = ["FieldDefault", "FieldDefaults", "defaults", "field_default", "server_args_fields"]
 
 @dataclass(frozen=True)
 class FieldDefault:
@@ -31,7 +31,8 @@ class FieldDefault:
     kind: "literal" (a Python literal, or an empty `default_factory=list/dict/set/tuple`),
     "expression" (computed; `value` is set when the ast alone can compute it),
     "factory" (another `default_factory`; evaluated only when trivially constant) or
-    "required". `known` says whether `value` is meaningful.
+    "required". `known` says whether `value` is meaningful. `origin` says whose default it
+    is: the dataclass field's, or (``cli_defaults``) the flag's argparse default.
     """
 
     name: str
@@ -41,6 +42,7 @@ class FieldDefault:
     known: bool = False
     annotation: str = ""
     source: str = ""
+    origin: str = "dataclass"  # or "argparse": the default a server launched from a command line starts from
 
     def __repr__(self) -> str:
         shown = repr(self.value) if self.known else (self.text or "-")
@@ -94,12 +96,14 @@ def defaults(tree: SourceLike) -> FieldDefaults:
         cached = FieldDefaults()
         cached.version = getattr(tree, "version", None)
         for module, node in server_args_fields(modules):
-            fd = _field_default(modules, ev, module, node)
+            fd = field_default(modules, ev, module, node)
             cached[fd.name] = fd
         modules.scratch["defaults"] = cached
     out = FieldDefaults(cached)
     out.version = cached.version
     return out
+
+
 
 
 def server_args_fields(modules: Modules) -> list[tuple[ModuleInfo, ast.AnnAssign]]:
@@ -145,7 +149,7 @@ def _in_order(
     return first + [f for f in fields if f[1].target.id not in placed]
 
 
-def _field_default(modules: Modules, ev: Evaluator, module: ModuleInfo, node: ast.AnnAssign) -> FieldDefault:
+def field_default(modules: Modules, ev: Evaluator, module: ModuleInfo, node: ast.AnnAssign) -> FieldDefault:
     base = {
         "name": node.target.id,
         "annotation": module.segment(node.annotation) or "",

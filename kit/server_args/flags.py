@@ -13,8 +13,10 @@ from kit._pysource import Evaluator, ModuleInfo, Modules, NotConstant, class_fie
 from kit.errors import ParseError, SymbolNotFound
 
 from .common import SourceLike, pandas
-from .defaults import server_args_fields
+from .defaults import FieldDefaults, defaults, field_default, server_args_fields
 from .values import dotted_name
+
+__all__ = ["FlagSpec", "FlagTable", "cli_defaults", "flag_table"]
 
 _NO_VALUE_KINDS = {
     "store_true": True,
@@ -49,7 +51,9 @@ class FlagSpec:
     `tensor_parallel_size`, then `args.tp_size = args.tensor_parallel_size`).
     kind: what parsing it does, following argparse: store, store_true, store_false,
     store_const, boolean_optional, append, extend, count, or ignore (a deprecated flag
-    whose action stores nothing). `type`, `default` and `action` are the source text.
+    whose action stores nothing). `type`, `default` and `action` are the source text;
+    `default_value` is what argparse puts in the namespace when the flag is not given
+    (`default_known` says whether the source alone can tell).
     """
 
     option_strings: tuple[str, ...]
@@ -65,6 +69,8 @@ class FlagSpec:
     required: bool = False
     help: str = ""
     source: str = ""
+    default_value: Any = None
+    default_known: bool = False
 
     @property
     def name(self) -> str:
@@ -288,7 +294,42 @@ def _flag_from_call(ev: _Reader, mod: ModuleInfo, call: ast.Call) -> FlagSpec | 
         required=_const(kw.get("required")) is True,
         help=_help(ev, mod, kw.get("help")),
         source=f"{mod.path}:{call.lineno}",
+        **_argparse_default(ev, mod, kw, kind),
     )
+
+
+def _action_class(ev: _Reader, mod: ModuleInfo, node: ast.expr | None):
+    if node is None or isinstance(node, ast.Constant):
+        return None
+    dotted = dotted_name(node) or ""
+    return None if dotted.startswith("argparse.") else ev.modules.class_of(mod, dotted)
+
+
+# What argparse stores for a flag that is not given and has no `default=`.
+_IMPLICIT_DEFAULTS = {"store_true": False, "store_false": True}
+
+
+def _argparse_default(ev: _Reader, mod: ModuleInfo, kw: dict[str, ast.expr], kind: str) -> dict[str, Any]:
+    node = kw.get("default")
+    if node is None:
+        found = _action_class(ev, mod, kw.get("action"))
+        if found is not None and "default" in _init_defaults(found[1]):
+            # A custom Action's own `default=` in its __init__ (0.5.23 DeprecatedStoreTrueAction: False).
+            mod, node = found[0], _init_defaults(found[1])["default"]
+        else:
+            return {"default_value": _IMPLICIT_DEFAULTS.get(kind), "default_known": True}
+    try:
+        value = ev.value(node, mod)
+    except NotConstant:
+        return {"default_value": None, "default_known": False}
+    # argparse runs a string default through `type=`, as it would a value typed on the command line.
+    convert = {"int": int, "float": float}.get(mod.segment(kw.get("type")) or "")
+    if convert is not None and isinstance(value, str):
+        try:
+            value = convert(value)
+        except ValueError:
+            return {"default_value": None, "default_known": False}
+    return {"default_value": value, "default_known": True}
 
 
 def _const(node: ast.AST | None) -> Any:
@@ -437,11 +478,18 @@ def _field_flag(ev: _Reader, mod: ModuleInfo, node: ast.AnnAssign) -> FlagSpec |
         type=type_text,
         choices=choices,
         default=mod.segment(node.value) if has_default else None,
+        **_field_argparse_default(ev, mod, node),
         const=_known(ev, mod, arg.get("const"), True if kind == "store_true" else None),
         required=required is True or (required is None and not has_default and kind == "store"),
         help=_help(ev, mod, arg.get("help")),
         source=f"{mod.path}:{node.lineno}",
     )
+
+
+def _field_argparse_default(ev: _Reader, mod: ModuleInfo, node: ast.AnnAssign) -> dict[str, Any]:
+    # add_cli_args_from_dataclass passes the field's default to add_argument (0.5.23 arg_utils.py).
+    fd = field_default(ev.modules, ev.ev, mod, node)
+    return {"default_value": fd.value if fd.known else None, "default_known": fd.known}
 
 
 def _annotated(ann: ast.expr) -> tuple[ast.expr, ast.expr | None]:
@@ -518,3 +566,35 @@ def _is_none(node: ast.expr) -> bool:
 def _type_name(name: str | None) -> str:
     # _infer_type_func maps str/int/float to themselves and anything else to str.
     return name if name in ("str", "int", "float") else "str"
+
+
+def cli_defaults(tree: SourceLike) -> FieldDefaults:
+    """The defaults a server launched from the command line starts from, field by field.
+
+    ``ServerArgs.from_cli_args`` fills every field from the argparse namespace, so a field
+    that has a flag starts from that flag's argparse default, which can differ from the
+    dataclass default (0.5.11: ``--kt-method`` has ``default="AMXINT4"``, the field
+    ``kt_method`` defaults to None). Fields without a flag keep the dataclass default.
+    Each entry's ``origin`` says which applied.
+    """
+    modules = modules_for(tree)
+    cached = modules.scratch.get("cli_defaults")
+    if cached is None:
+        cached = FieldDefaults()
+        cached.version = getattr(tree, "version", None)
+        first: dict[str, object] = {}
+        for spec in flag_table(tree):
+            first.setdefault(spec.field, spec)  # argparse keeps the first default given for a dest
+        for name, fd in defaults(tree).items():
+            spec = first.get(name)
+            if spec is None or not spec.default_known:
+                # No flag, or an argparse default the source alone cannot compute
+                # (0.5.23 `default=_declared_default(name)`, which reads the field's own default).
+                cached[name] = fd
+                continue
+            cached[name] = replace(fd, kind="literal", value=spec.default_value, known=True,
+                                   text=spec.default or "", source=spec.source, origin="argparse")
+        modules.scratch["cli_defaults"] = cached
+    out = FieldDefaults(cached)
+    out.version = cached.version
+    return out

@@ -8,8 +8,7 @@ from kit.errors import HostError, TargetError
 
 from .command import parse_command
 from .compare import classify
-from .defaults import defaults
-from .flags import flag_table
+from .flags import cli_defaults, flag_table
 from .log import parse_log
 from .server_info import from_server_info
 from .snapshot import ServerArgsSnapshot
@@ -31,6 +30,9 @@ def explicit_args(server, tree) -> dict[str, Any]:
 
 
 def classify_server(server, tree, snapshot: ServerArgsSnapshot | None = None):
-    """classify() of its effective, explicit and default args: what SGLang changed on its own."""
+    """classify() of its effective, explicit and default args: what SGLang changed on its own.
+
+    A server started from a command line starts from the argparse defaults (cli_defaults).
+    """
     snapshot = snapshot if snapshot is not None else effective_args(server)
-    return classify(snapshot, explicit_args(server, tree), defaults(tree))
+    return classify(snapshot, explicit_args(server, tree), cli_defaults(tree))
