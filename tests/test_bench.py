@@ -282,11 +282,11 @@ def test_local_target_uses_the_port(server, tmp_path):
 
 
 def test_lab_target_without_a_lab_says_how_to_start_it():
-    from kit.errors import TargetError
-
-    # Either this kit has no lab target yet, or nothing answers on the lab's port.
-    with pytest.raises((TargetError, BenchError), match="lab"):
-        bench("lab", port=_free_port(), progress=None, requests=1)
+    port = _free_port()  # nothing answers there
+    with pytest.raises(BenchError) as err:
+        bench("lab", port=port, progress=None, requests=1)
+    assert err.value.message.startswith(f"every warmup request to http://127.0.0.1:{port}/generate failed")
+    assert "sgl-kit lab up" in err.value.hint
 
 
 def test_plots_build(server, tmp_path):

@@ -204,3 +204,30 @@ def test_a_client_that_expects_100_continue_gets_it(lab):
         s.sendall(body)
         reply = s.recv(65536)
     assert reply.startswith(b"HTTP/1.1 200 OK") and b'"completion_tokens":3' in reply
+
+
+# -- the wire format, checked against sglang's own protocol models ---------------------------------
+
+
+def test_openai_stream_chunks_validate_against_sglangs_protocol_models(lab, env_0511):
+    """Not our copy of the format: sglang 0.5.11's pydantic models, from the wheel, in the dry-run's python."""
+    import subprocess
+    from pathlib import Path
+
+    chat = sse(lab.port, "/v1/chat/completions", {
+        "model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 24, "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    completion = sse(lab.port, "/v1/completions", {
+        "model": "default", "prompt": "hi", "max_tokens": 24, "stream": True,
+        "stream_options": {"include_usage": True}})
+    lines = [json.dumps({"model": "ChatCompletionStreamResponse", "data": c}) for c in chat[:-1]]
+    lines += [json.dumps({"model": "CompletionStreamResponse", "data": c}) for c in completion[:-1]]
+    assert chat[-1] == completion[-1] == "[DONE]" and len(lines) > 10
+    script = Path(__file__).with_name("protocol_check.py")
+    proc = subprocess.run([str(env_0511.python), str(script)], input="\n".join(lines) + "\n", capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == len(lines)
+    bad = [(json.loads(line)["data"], r) for line, r in zip(lines, results, strict=True) if not r["ok"] or r["unknown"]]
+    assert bad == []

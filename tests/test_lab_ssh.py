@@ -65,9 +65,18 @@ def test_lab_up_again_over_ssh_keeps_the_running_server(remote):
     assert proc.returncode == 0 and again["pid"] == remote["status"]["pid"] and "already running" in again["note"]
 
 
-def test_lab_status_and_down_over_ssh(remote):
-    proc = sgl_kit("lab", "status", *remote["opts"])
-    assert proc.returncode == 0 and f"pid {remote['status']['pid']}" in proc.stdout
-    proc = sgl_kit("lab", "down", *remote["opts"])
-    assert proc.returncode == 0 and f"stopped pid {remote['status']['pid']}" in proc.stdout
-    assert sgl_kit("lab", "status", *remote["opts"]).returncode == 3
+def test_lab_status_and_down_over_ssh(sshd, tmp_path):
+    # A lab of its own: stopping the module's lab would break the tests that run after this one.
+    opts = ["--on", sshd.alias, "--ssh-config", str(sshd.ssh_config), "--dir", str(tmp_path / "own-lab")]
+    up = sgl_kit("--json", "lab", "up", *opts, "--port", str(free_port()))
+    assert up.returncode == 0, up.stderr
+    pid = json.loads(up.stdout)["pid"]
+    try:
+        proc = sgl_kit("lab", "status", *opts)
+        assert proc.returncode == 0 and f"pid {pid}" in proc.stdout
+        assert "  reach:   sgl-kit forward ssh://" in proc.stdout and "  url:" not in proc.stdout
+        proc = sgl_kit("lab", "down", *opts)
+        assert proc.returncode == 0 and f"stopped pid {pid}" in proc.stdout
+        assert sgl_kit("lab", "status", *opts).returncode == 3
+    finally:
+        sgl_kit("lab", "down", *opts)

@@ -495,10 +495,9 @@ def test_snapshot_refuses_hostile_archives(tmp_path, member):
 # --------------------------------------------------------------------------- installing sources
 
 
-def test_install_is_idempotent_and_uses_the_cached_wheel(tmp_path):
-    wheel = next((cache_dir() / "wheels").glob("sglang-0.5.11-*.whl"), None)
-    if wheel is None:
-        pytest.fail("sglang_source should have cached the 0.5.11 wheel", pytrace=False)
+def test_install_is_idempotent_and_uses_the_cached_wheel(tmp_path, sglang_source):
+    sglang_source("0.5.11")  # caches the wheel, whatever ran before
+    wheel = next((cache_dir() / "wheels").glob("sglang-0.5.11-*.whl"))
     cache = tmp_path / "cache"
     (cache / "wheels").mkdir(parents=True)
     shutil.copy(wheel, cache / "wheels")
@@ -511,7 +510,9 @@ def test_install_is_idempotent_and_uses_the_cached_wheel(tmp_path):
     assert (pkg / "srt" / "server_args.py").stat().st_mtime_ns == stamp  # nothing re-extracted
 
 
-def test_install_another_version_replaces_the_old_one(tmp_path):
+def test_install_another_version_replaces_the_old_one(tmp_path, sglang_source):
+    for version in ("0.5.11", "0.5.10.post1"):
+        sglang_source(version)  # caches the wheels, whatever ran before
     cache = tmp_path / "cache"
     (cache / "wheels").mkdir(parents=True)
     for version in ("0.5.11", "0.5.10.post1"):
@@ -533,7 +534,11 @@ def _wheel_files(cache: Path, version: str) -> set[str]:
 
 
 @pytest.mark.slow
-def test_install_downloads_when_the_wheel_is_missing(tmp_path):
+def test_install_downloads_when_the_wheel_is_missing(tmp_path, sglang_source, monkeypatch):
+    sglang_source("0.5.10.post1")
+    # A real `pip download`, served from the kit's own wheel cache: offline once the caches are warm.
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(cache_dir() / "wheels"))
     cache = tmp_path / "cache"
     pkg = install_package_source("sglang", "0.5.10.post1", prefix=tmp_path / "env", cache_dir=cache)
     assert [p.name for p in (cache / "wheels").iterdir()] == ["sglang-0.5.10.post1-py3-none-any.whl"]
@@ -541,14 +546,14 @@ def test_install_downloads_when_the_wheel_is_missing(tmp_path):
 
 
 def test_install_offline_failure_quotes_pip(tmp_path, monkeypatch):
-    # An index nobody listens on stands in for a box with no network.
-    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
-    monkeypatch.setenv("PIP_RETRIES", "0")
-    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    # No index and an empty place to find wheels: a box with no network.
+    (tmp_path / "nothing").mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nothing"))
     with pytest.raises(PackageNotFound) as err:
         install_package_source("sglang", "0.5.11", prefix=tmp_path / "env", cache_dir=tmp_path / "cache")
-    assert "sglang==0.5.11" in str(err.value) and "pip" in str(err.value)
-    assert "matching distribution" in str(err.value) or "127.0.0.1" in str(err.value)
+    assert err.value.message.startswith("could not download sglang==0.5.11 with pip (exit 1): ")
+    assert "No matching distribution found for sglang==0.5.11" in err.value.message
     assert str(tmp_path / "cache" / "wheels") in err.value.hint
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kit.errors import CommandFailed, PackageNotFound, SourceInputError
+from kit.errors import PackageNotFound, SourceInputError
 from kit.hosts import LocalHost, SSHHost
 from kit.source import GrepMatch, SourceTree
 from kit.source.search import glob_regex, parse_grep
@@ -72,6 +73,26 @@ def _expected(root: Path, needle: str) -> set[tuple[str, int, str]]:
     return hits
 
 
+def _ere_escape(text: str) -> str:
+    """`text` as a POSIX extended regex (and a Python regex) that matches it literally."""
+    return "".join("\\" + c if c in ".[]()*+?{}|^$\\" else c for c in text)
+
+
+def _glob_escape(name: str) -> str:
+    return "".join("\\" + c if c in "*?[\\" else c for c in name)
+
+
+def _expected_re(root: Path, rx: re.Pattern) -> set[tuple[str, int, str]]:
+    """A Python re scan, line by line over the bytes of every regular file, as grep -E in the C locale."""
+    hits = set()
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            for n, raw in enumerate(p.read_bytes().split(b"\n"), 1):
+                if rx.search(raw):
+                    hits.add((p.relative_to(root).as_posix(), n, _chomp(raw.decode("utf-8", "replace"))))
+    return hits
+
+
 def _ssh(server, **kw) -> SSHHost:
     return SSHHost(server.host, port=server.port, user=server.user, key_filename=str(server.key_path),
                    known_hosts=str(server.known_hosts), config_file=None, allow_agent=False,
@@ -122,12 +143,16 @@ def test_hostile_file_names_and_contents_round_trip(any_host, pkg):
         assert tree.read(rel, len(lines), len(lines)).lines == [_chomp(lines[-1])]
         assert rel_norm in tree.files("**/*")
 
+        expected = _expected(pkg, needle)
         got = tree.grep(needle, None, fixed=True)
-        assert {(m.path, m.line, m.text) for m in got} == _expected(pkg, needle)
-        try:
-            tree.grep(needle, glob=needle)  # as a regex and as an --include glob
-        except CommandFailed:
-            pass  # an invalid regex is grep's error, reported as such
+        assert {(m.path, m.line, m.text) for m in got} == expected
+        # The needle as an ERE that matches it literally: grep -E must find what Python's re finds.
+        regex = _ere_escape(needle)
+        assert _expected_re(pkg, re.compile(regex.encode())) == expected
+        assert {(m.path, m.line, m.text) for m in tree.grep(regex, None)} == expected
+        # The file's own name as an --include glob (escaped): only that file's lines.
+        only = tree.grep(needle, glob=_glob_escape(posixpath.basename(rel_norm)), fixed=True)
+        assert {(m.path, m.line, m.text) for m in only} == {h for h in expected if h[0] == rel_norm}
         assert _canaries(pkg) == []
 
     check()
@@ -179,14 +204,27 @@ def test_snapshot_of_a_hostile_directory(any_host, tmp_path):
 @settings(max_examples=300, deadline=None)
 @given(path=st.text(max_size=30) | rel_paths.map(lambda p: "../" + p) | st.sampled_from(["/", "/root/x", ".", "a/../..", "sglang/../../x"]))
 def test_resolve_never_leaves_the_root(path):
-    tree = SourceTree(None, "/srv/site-packages/sglang", "sglang")  # resolve() never touches the host
-    try:
-        rel, full = tree.paths_of(path)
-    except SourceInputError:
+    root = "/srv/site-packages/sglang"
+    tree = SourceTree(None, root, "sglang")  # paths_of() never touches the host
+    full = _file_inside(root, path)
+    if full is None:
+        with pytest.raises(SourceInputError):
+            tree.paths_of(path)
         return
-    assert full == posixpath.join("/srv/site-packages/sglang", rel)
-    assert posixpath.normpath(full).startswith("/srv/site-packages/sglang/")
-    assert not rel.startswith("/") and ".." not in rel.split("/")
+    assert tree.paths_of(path) == (full[len(root) + 1:], full)
+
+
+def _file_inside(root: str, path: str) -> str | None:
+    """The file `path` names inside `root` (a leading "sglang/" is the package itself), or None."""
+    if not path or "\0" in path:
+        return None
+    if path.startswith("/"):
+        full = posixpath.normpath(path)
+    else:
+        rel = posixpath.normpath(path)
+        head, _, rest = rel.partition("/")
+        full = posixpath.normpath(posixpath.join(root, rest if head == "sglang" and rest else rel))
+    return full if full.startswith(root + "/") else None
 
 
 @settings(max_examples=300, deadline=None)

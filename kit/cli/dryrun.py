@@ -57,6 +57,13 @@ def _launch_options(p: argparse.ArgumentParser, *, for_why: bool) -> None:
                    help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
     g.add_argument("--install", action="store_true",
                    help="build the dry-run environment first if it is missing")
+    g.add_argument("--torch-wheel", metavar="FILE", help="setup: install torch from this wheel (a CPU build)")
+    g.add_argument("--torch-index-url", metavar="URL",
+                   help="setup: an index with the CPU build of torch (default: https://download.pytorch.org/whl/cpu, "
+                        "tried when pip finds no CPU build by itself)")
+    g.add_argument("--allow-cuda-torch", action="store_true",
+                   help="setup: when no CPU build is found, take the package index's torch, the CUDA build "
+                        "(several GB with its CUDA libraries; the size is printed)")
 
 
 def register(sub) -> None:
@@ -105,7 +112,9 @@ def cmd_dryrun(args) -> int:
 def _setup(args) -> int:
     from kit.dryrun import setup
 
-    report = setup(args.sglang, progress=None if getattr(args, "json", False) else _progress)
+    report = setup(args.sglang, progress=None if getattr(args, "json", False) else _progress,
+                   torch_wheel=args.torch_wheel, torch_index_url=args.torch_index_url,
+                   allow_cuda_torch=args.allow_cuda_torch)
     info = report.env.check_info()
     if getattr(args, "json", False):
         emit_json({"version": report.env.version, "path": str(report.env.path), "seconds": report.seconds,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kit._paths import cache_dir
 from kit._wheels import install_package_source
+from kit.dryrun._torch import choose_torch
 from kit.errors import DryRunError, EnvironmentMissing, SetupFailed, UnsupportedVersion
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "dryrun"
@@ -204,8 +205,15 @@ class SetupReport:
 Progress = Callable[[SetupStep], None]
 
 
-def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: str | None = None) -> SetupReport:
-    """Build (or finish building) the environment for `version`; free when it is complete."""
+def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: str | None = None,
+          torch_wheel: str | None = None, torch_index_url: str | None = None,
+          allow_cuda_torch: bool = False) -> SetupReport:
+    """Build (or finish building) the environment for `version`; free when it is complete.
+
+    torch comes from ``torch_wheel``, else from what pip finds when that is a CPU build,
+    else from ``torch_index_url`` (default: the PyTorch CPU index); the CUDA build (several
+    GB) only with ``allow_cuda_torch`` (see kit/dryrun/_torch.py).
+    """
     started = time.monotonic()
     env = environment(version)
     pins = requirements(version)
@@ -223,9 +231,10 @@ def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: 
             say(step)
         report.seconds = time.monotonic() - started
         return report
+    torch = {"wheel": torch_wheel, "index_url": torch_index_url, "allow_cuda": allow_cuda_torch}
     env.path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(env.path.parent / (env.path.name + ".lock")):
-        actions = {"venv": lambda: _make_venv(env, python), "torch": lambda: _install_torch(env, pins[0]),
+        actions = {"venv": lambda: _make_venv(env, python), "torch": lambda: _install_torch(env, pins[0], torch),
                    "sglang": lambda: _install_sglang(env), "check": lambda: _check(env)}
         for i, chunk in enumerate(chunks):
             actions[f"packages-{i + 1}"] = lambda chunk=chunk, step=f"packages-{i + 1}": _install_chunk(
@@ -345,35 +354,12 @@ def _pip(env: DryRunEnv, *args: str) -> list[str]:
     return [str(env.python), "-m", "pip", *args, "--no-input", "--disable-pip-version-check"]
 
 
-def _install_torch(env: DryRunEnv, pin: str) -> str:
-    # Ask pip which file it would take before taking it: on Linux, PyPI's plain torch
-    # wheel is a CUDA build, which would not even import here.
-    proc = run_process(_pip(env, "install", "--dry-run", "--no-deps", "--only-binary=:all:", "--quiet",
-                     "--report", "-", pin), timeout=_PIP_TIMEOUT)
+def _install_torch(env: DryRunEnv, pin: str, torch: dict) -> str:
+    choice = choose_torch(pin, str(env.python), **torch)
+    proc = run_process(_pip(env, "install", "--only-binary=:all:", "--quiet", *choice.args), timeout=_PIP_TIMEOUT)
     if proc.returncode != 0:
         raise _pip_failure("torch", [pin], proc)
-    try:
-        item = json.loads(proc.stdout)["install"][0]
-        version = item["metadata"]["version"]
-        url = item.get("download_info", {}).get("url", "")
-    except (ValueError, KeyError, IndexError):
-        raise SetupFailed(f"pip's install report for {pin} was unreadable: {proc.stdout[:300]!r}",
-                          step="torch", package=pin) from None
-    if "+cpu" not in version and sys.platform.startswith("linux"):
-        raise SetupFailed(
-            f"pip would install torch {version} from {url}, which is a CUDA build; the dry-run needs the "
-            "CPU build and never downloads a CUDA one",
-            step="torch",
-            package=pin,
-            hint="make the CPU wheel reachable: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, "
-            "or put the torch-...+cpu wheel in a directory named by PIP_FIND_LINKS",
-        )
-    exact = f"torch=={version}"
-    proc = run_process(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", exact), timeout=_PIP_TIMEOUT)
-    if proc.returncode != 0:
-        raise _pip_failure("torch", [exact], proc)
-    where = "a local file" if url.startswith("file:") else url.rsplit("/", 1)[-1]
-    return f"torch {version} from {where}"
+    return choice.label
 
 
 def _install_chunk(env: DryRunEnv, chunk: list[str], step: str) -> None:

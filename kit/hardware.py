@@ -1,0 +1,345 @@
+"""GPUs, how they are linked, and the environment that steers NCCL and CUDA, from a live host or from
+outputs a colleague pasted.
+
+- ``parse_smi(text)``: the default ``nvidia-smi`` table, with the classic header
+  (``Driver Version / CUDA Version``) or the newer one (``KMD Version / CUDA UMD Version``);
+- ``parse_query_csv(text)``: ``nvidia-smi --query-gpu=... --format=csv``;
+- ``parse_topo(text)``: ``nvidia-smi topo -m``, tab- or space-aligned, with or without the
+  legend, with NIC rows and columns, any number of GPUs;
+- ``parse_p2p(text)``: ``nvidia-smi topo -p2p r`` (or ``rw``): peer access per GPU pair;
+- ``read_hardware(host, server)``: all of it on a live host, plus the server's NCCL_/CUDA_/
+  SGLANG_ variables and the versions of torch, sglang and the driver.
+
+Nothing here knows about SGLang flags: the doctor (kit.doctor) reads these facts.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import ParseError
+
+__all__ = ["GPU", "Hardware", "P2P", "Topology", "link_rank", "parse_p2p", "parse_query_csv", "parse_smi",
+           "parse_topo", "read_hardware"]
+
+QUERY = ("name,memory.total,clocks.max.sm,driver_version,pcie.link.gen.max,pcie.link.width.current,"
+         "index,pci.bus_id,compute_cap")
+_HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?P<dlabel>Driver Version|KMD Version):\s*(?P<driver>\S+)"
+                     r"\s+(?P<clabel>CUDA Version|CUDA UMD Version):\s*(?P<cuda>\S+)")
+_GPU_ROW = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<mode>On|Off|WDDM|TCC|N/A)\s+\|"
+                      r"\s+(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s")
+_MEMORY = re.compile(r"(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB")
+_DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z]+\d+_\d+)$")
+# Nearest first: how directly two devices talk (nvidia-smi topo -m legend).
+_LINK_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+@dataclass
+class GPU:
+    index: int
+    name: str
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    bus_id: str = ""
+    driver: str = ""
+    max_sm_clock_mhz: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    compute_cap: str = ""
+
+
+@dataclass
+class Topology:
+    """``nvidia-smi topo -m``: the link between every pair of devices, and each GPU's CPU and NUMA affinity."""
+
+    gpus: list[str]
+    nics: list[str] = field(default_factory=list)
+    links: dict[str, str] = field(default_factory=dict)  # "GPU0-GPU1": "NV4"; pairs in row order
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+    gpu_numa_id: dict[str, str] = field(default_factory=dict)
+    legend: bool = False
+
+    def link(self, a: str, b: str) -> str | None:
+        return self.links.get(f"{a}-{b}") or self.links.get(f"{b}-{a}")
+
+    def gpu_links(self) -> dict[str, str]:
+        return {k: v for k, v in self.links.items() if all(p.startswith("GPU") for p in k.split("-"))}
+
+    def nvlink(self, a: str, b: str) -> int:
+        """How many NVLinks join two GPUs (0: none)."""
+        link = self.link(a, b) or ""
+        return int(link[2:]) if link.startswith("NV") and link[2:].isdigit() else 0
+
+
+@dataclass
+class P2P:
+    """``nvidia-smi topo -p2p r``: whether each GPU can read its peers' memory directly."""
+
+    gpus: list[str]
+    status: dict[str, str]  # "GPU0-GPU1": "OK" | "CNS" | "GNS" | "TNS" | "NS" | "DR" | "U"
+    capability: str = "r"
+
+    def supported(self, a: str, b: str) -> bool | None:
+        value = self.status.get(f"{a}-{b}")
+        return None if value is None else value == "OK"
+
+
+@dataclass
+class Hardware:
+    """What the kit knows of a host's GPUs; ``note`` says what is missing and why."""
+
+    host: str
+    gpus: list[GPU] = field(default_factory=list)
+    driver: str = ""
+    cuda: str = ""
+    topology: Topology | None = None
+    p2p: P2P | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+    sources: list[str] = field(default_factory=list)  # what each fact came from (command or file)
+
+    @property
+    def gpu_name(self) -> str | None:
+        names = {g.name for g in self.gpus}
+        return names.pop() if len(names) == 1 else None
+
+    def __repr__(self) -> str:
+        if not self.gpus:
+            return f"<Hardware {self.host}: {self.note or 'no GPU'}>"
+        return f"<Hardware {self.host}: {len(self.gpus)}x {self.gpu_name or 'mixed GPUs'}, driver {self.driver or '?'}>"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_text(self) -> str:
+        if not self.gpus:
+            return f"hardware  {self.host}: {self.note or 'no NVIDIA GPU visible'}"
+        gpus = f"{len(self.gpus)}x {self.gpu_name or ', '.join(g.name for g in self.gpus)}"
+        memory = self.gpus[0].memory_total_mib
+        lines = [f"hardware  {gpus}" + (f", {memory} MiB each" if memory else "")
+                 + (f"; driver {self.driver}" if self.driver else "") + (f", CUDA {self.cuda}" if self.cuda else "")]
+        if self.topology is not None and len(self.topology.gpus) > 1:
+            pairs = ", ".join(f"{k} {v}" for k, v in list(self.topology.gpu_links().items())[:6])
+            lines.append(f"links     {pairs}" + (" ..." if len(self.topology.gpu_links()) > 6 else ""))
+        if self.p2p is not None:
+            bad = sorted({v for v in self.p2p.status.values() if v not in ("OK", "X")})
+            lines.append("p2p       " + ("supported between all pairs" if not bad else f"not everywhere: {', '.join(bad)}"))
+        if self.env:
+            lines.append("env       " + " ".join(f"{k}={v}" for k, v in sorted(self.env.items())))
+        if self.versions:
+            lines.append("versions  " + ", ".join(f"{k} {v}" for k, v in sorted(self.versions.items())))
+        if self.note:
+            lines.append(f"note      {self.note}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.to_text())}</pre>"
+
+
+def link_rank(link: str | None) -> int:
+    """0 for NVLink, then PIX, PXB, PHB, NODE, SYS (5); 6 when unknown."""
+    if not link:
+        return 6
+    for rank, prefix in enumerate(_LINK_ORDER):
+        if link.startswith(prefix):
+            return rank
+    return 6
+
+
+# --------------------------------------------------------------------------- nvidia-smi (the table)
+
+
+def parse_smi(text: str) -> Hardware:
+    """The default ``nvidia-smi`` table (classic or KMD header) as Hardware with its GPUs."""
+    header = _HEADER.search(text)
+    if header is None:
+        raise ParseError("no `NVIDIA-SMI ... Driver Version/KMD Version ... CUDA Version` header in this "
+                         "nvidia-smi output", hint="give the output of plain `nvidia-smi` (the table), "
+                         "or of `nvidia-smi --query-gpu=... --format=csv`")
+    lines = text.splitlines()
+    gpus = []
+    for i, line in enumerate(lines):
+        row = _GPU_ROW.match(line)
+        if row is None:
+            continue
+        memory = _MEMORY.search(lines[i + 1]) if i + 1 < len(lines) else None
+        gpus.append(GPU(int(row["index"]), row["name"].strip(), int(memory["total"]) if memory else None,
+                        int(memory["used"]) if memory else None, row["bus"], header["driver"]))
+    return Hardware("(pasted nvidia-smi)", gpus, header["driver"], header["cuda"], sources=["nvidia-smi"])
+
+
+def parse_query_csv(text: str) -> list[GPU]:
+    """``nvidia-smi --query-gpu=... --format=csv`` (with header; units in the header or the values)."""
+    rows = [r for r in (line.strip() for line in text.splitlines()) if r]
+    if not rows or "name" not in rows[0].lower():
+        raise ParseError("no header line in this --format=csv output", hint="run it with --format=csv, "
+                         "not csv,noheader, so the columns are named")
+    columns = [_column(c) for c in _csv(rows[0])]
+    gpus = []
+    for position, row in enumerate(rows[1:]):
+        cells = dict(zip(columns, _csv(row), strict=False))
+        gpus.append(GPU(
+            index=_int(cells.get("index")) if cells.get("index") is not None else position,
+            name=cells.get("name", ""),
+            memory_total_mib=_int(cells.get("memory.total")),
+            memory_used_mib=_int(cells.get("memory.used")),
+            bus_id=cells.get("pci.bus_id", ""),
+            driver=cells.get("driver_version", ""),
+            max_sm_clock_mhz=_int(cells.get("clocks.max.sm") or cells.get("clocks.max.sm_clock")),
+            pcie_gen=_int(cells.get("pcie.link.gen.max")),
+            pcie_width=_int(cells.get("pcie.link.width.current")),
+            compute_cap=cells.get("compute_cap", ""),
+        ))
+    return gpus
+
+
+def _csv(line: str) -> list[str]:
+    return [c.strip() for c in line.split(",")]
+
+
+def _column(name: str) -> str:
+    return name.split(" [", 1)[0].strip().lower()  # "memory.total [MiB]" -> "memory.total"
+
+
+def _int(value: str | None) -> int | None:
+    match = re.match(r"\s*(\d+)", value or "")
+    return int(match.group(1)) if match else None
+
+
+# --------------------------------------------------------------------------- nvidia-smi topo
+
+
+def parse_topo(text: str) -> Topology:
+    """``nvidia-smi topo -m``; ParseError names the row where a truncated or mangled matrix stops."""
+    lines = [line.rstrip("\n") for line in text.splitlines()]
+    header_at = next((i for i, line in enumerate(lines) if re.search(r"\bGPU0\b", line) and "Legend" not in line
+                      and not line.strip().startswith("GPU0 ")), None)
+    if header_at is None:
+        header_at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"] and
+                          len(line.split()) > 1 and _DEVICE.match(line.split()[1] or "")), None)
+    if header_at is None:
+        raise ParseError("no GPU0 column header: this is not `nvidia-smi topo -m` output",
+                         hint="paste the whole matrix, from its header line (GPU0 GPU1 ... CPU Affinity)")
+    columns = _split_header(lines[header_at])
+    devices = [c for c in columns if _DEVICE.match(c)]
+    topo = Topology(gpus=[d for d in devices if d.startswith("GPU")], nics=[d for d in devices if not d.startswith("GPU")],
+                    legend=any(line.strip().startswith("Legend") for line in lines))
+    seen = []
+    for number, line in enumerate(lines[header_at + 1:], header_at + 2):
+        if not line.strip():
+            if seen:
+                break
+            continue
+        if line.strip().startswith("Legend"):
+            break
+        cells = _split_row(line)
+        name = cells[0]
+        if name not in devices:
+            break
+        links = cells[1:1 + len(devices)]
+        if len(links) < len(devices):
+            raise ParseError(f"topology row {name} (line {number}) has {len(links)} of {len(devices)} links: the "
+                             "matrix looks cut off", position=number,
+                             hint="paste the whole output of `nvidia-smi topo -m`")
+        for other, link in zip(devices, links, strict=True):
+            if other != name and other not in seen:
+                topo.links[f"{name}-{other}"] = link
+        rest = cells[1 + len(devices):]
+        if name.startswith("GPU"):
+            topo.cpu_affinity[name] = rest[0] if rest else ""
+            topo.numa_affinity[name] = rest[1] if len(rest) > 1 else ""
+            topo.gpu_numa_id[name] = rest[-1] if len(rest) > 2 else ""
+        seen.append(name)
+    missing = [d for d in devices if d not in seen]
+    if missing:
+        raise ParseError(f"topology rows missing for {', '.join(missing)}: the matrix looks cut off",
+                         hint="paste the whole output of `nvidia-smi topo -m`")
+    return topo
+
+
+def _split_header(line: str) -> list[str]:
+    return [c for c in re.split(r"\t+| {2,}", line.strip()) if c]
+
+
+def _split_row(line: str) -> list[str]:
+    if "\t" in line:
+        return [c.strip() for c in line.strip(" ").split("\t")]
+    return line.split()
+
+
+def parse_p2p(text: str) -> P2P:
+    """``nvidia-smi topo -p2p r`` (or w/rw/n/a): the peer-access status of every GPU pair."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header_at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"] and "X" not in line.split()),
+                     None)
+    if header_at is None:
+        raise ParseError("no GPU0 header: this is not `nvidia-smi topo -p2p` output",
+                         hint="paste the output of `nvidia-smi topo -p2p r`")
+    gpus = lines[header_at].split()
+    status = {}
+    for line in lines[header_at + 1:]:
+        cells = line.split()
+        if not cells or cells[0] not in gpus:
+            break
+        for other, value in zip(gpus, cells[1:], strict=False):
+            if other != cells[0]:
+                status[f"{cells[0]}-{other}"] = value
+    return P2P(gpus, status)
+
+
+# --------------------------------------------------------------------------- a live host
+
+
+def read_hardware(host, server=None, timeout: float = 30.0) -> Hardware:
+    """nvidia-smi query, topo -m and topo -p2p r on ``host``; the server's environment and versions.
+
+    No nvidia-smi is a result ("no NVIDIA GPU visible on HOST"), not an error.
+    """
+    hw = Hardware(host.name)
+    smi = host.run(["sh", "-c", "command -v nvidia-smi"], timeout=timeout)
+    if not smi.ok:
+        hw.note = f"no NVIDIA GPU visible on {host.name} (nvidia-smi not found)"
+    else:
+        query = host.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv"], timeout=timeout)
+        if query.ok:
+            hw.gpus = parse_query_csv(query.stdout)
+            hw.driver = hw.gpus[0].driver if hw.gpus else ""
+            hw.sources.append("nvidia-smi --query-gpu")
+        else:
+            hw.note = f"nvidia-smi failed on {host.name}: {(query.stderr or query.stdout).strip()[-200:]}"
+        topo = host.run(["nvidia-smi", "topo", "-m"], timeout=timeout)
+        if topo.ok and len(hw.gpus) > 1:
+            hw.topology = _try(parse_topo, topo.stdout, hw)
+            p2p = host.run(["nvidia-smi", "topo", "-p2p", "r"], timeout=timeout)
+            hw.p2p = _try(parse_p2p, p2p.stdout, hw) if p2p.ok else None
+    if server is not None:
+        hw.env = {k: v for k, v in server.env.items() if k.startswith(("NCCL_", "CUDA_", "SGLANG_", "SGL_"))}
+        if server.sglang_version:
+            hw.versions["sglang"] = server.sglang_version
+        torch = _torch_version(host, server.python, timeout)
+        if torch:
+            hw.versions["torch"] = torch
+    if hw.driver:
+        hw.versions["driver"] = hw.driver
+    return hw
+
+
+def _try(parse, text: str, hw: Hardware):
+    try:
+        return parse(text)
+    except ParseError as err:
+        hw.note = (hw.note + "; " if hw.note else "") + err.message
+        return None
+
+
+def _torch_version(host, python: str | None, timeout: float) -> str | None:
+    if not python:
+        return None
+    code = "import importlib.metadata as m\ntry:\n print(m.version('torch'))\nexcept Exception:\n pass"
+    res = host.run([python, "-c", code], timeout=timeout)
+    return res.stdout.strip() or None if res.ok else None
