@@ -318,7 +318,8 @@ def read_hardware(host, server=None, timeout: float = 30.0) -> Hardware:
             p2p = host.run(["nvidia-smi", "topo", "-p2p", "r"], timeout=timeout)
             hw.p2p = _try(parse_p2p, p2p.stdout, hw) if p2p.ok else None
     if server is not None:
-        hw.env = {k: v for k, v in server.env.items() if k.startswith(("NCCL_", "CUDA_", "SGLANG_", "SGL_"))}
+        hw.env = redact_env({k: v for k, v in server.env.items()
+                             if k.startswith(("NCCL_", "CUDA_", "SGLANG_", "SGL_"))})
         if server.sglang_version:
             hw.versions["sglang"] = server.sglang_version
         torch = _torch_version(host, server.python, timeout)
@@ -327,6 +328,14 @@ def read_hardware(host, server=None, timeout: float = 30.0) -> Hardware:
     if hw.driver:
         hw.versions["driver"] = hw.driver
     return hw
+
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH", re.I)
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables with the values of secret-looking names (``SGLANG_API_KEY``) replaced."""
+    return {k: ("<redacted>" if _SECRET_NAME.search(k) and v else v) for k, v in env.items()}
 
 
 def _try(parse, text: str, hw: Hardware):

@@ -16,7 +16,7 @@ becomes ``Unknown`` with a reason an engineer can act on.
 from .environment import Environment
 from .evaluator import Evaluator, NotConstant, constant, constant_named, plain_constant
 from .fields import class_fields
-from .modules import ModuleInfo, Modules, dotted, modules_for
+from .modules import ModuleInfo, Modules, dotted, modules_for, param_names
 from .scope import Env, Scope, Thunk, const
 from .values import Unknown, has_unknown, render, truth, unknown
 
@@ -37,6 +37,7 @@ __all__ = [
     "dotted",
     "has_unknown",
     "modules_for",
+    "param_names",
     "plain_constant",
     "render",
     "truth",

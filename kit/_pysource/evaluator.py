@@ -60,8 +60,11 @@ class Evaluator(Statements):
         defaults: Mapping | None = None,
         environ: Environment | None = None,
         initial: Mapping | None = None,
+        parameters: Mapping | None = None,
     ) -> None:
         self.modules = modules
+        # Values of named function parameters, for a caller that knows them (model_arch="Qwen3_5...").
+        self.parameters = dict(parameters or {})
         self.registry: dict[int, Cfg] = {}
         self.args = Args(self, values or {})
         self.config = wrap(dict(model_config), "config.json", self.registry) if model_config else None
@@ -99,12 +102,15 @@ class Evaluator(Statements):
         params = param_names(func)
         env = Env({}, Scope(module, cls, params[0] if cls is not None and params else None))
         for i, name in enumerate(params):
-            env.vars[name] = const(self._param_value(name, i, cls))
+            env.vars[name] = const(self._param_value(name, i, cls, _annotation(func, name)))
         return env
 
-    def _param_value(self, name: str, index: int, cls: ast.ClassDef | None):
+    def _param_value(self, name: str, index: int, cls: ast.ClassDef | None, annotation: str = ""):
+        if name in self.parameters:
+            return self.parameters[name]
         if (
             "server_args" in name
+            or annotation.strip("'\"") == "ServerArgs"  # def auto_choose_speculative_params(self: ServerArgs)
             or (index == 0 and cls is not None and name == "self" and "Args" in cls.name)
             or (index == 0 and cls is None and name in ("args", "cfg"))
         ):
@@ -262,6 +268,14 @@ class Evaluator(Statements):
 
 
 # --------------------------------------------------------------------------- constants
+
+
+def _annotation(func: ast.AST, name: str) -> str:
+    args = getattr(func, "args", None)
+    for arg in (args.posonlyargs + args.args + args.kwonlyargs) if args is not None else ():
+        if arg.arg == name and arg.annotation is not None:
+            return ast.unparse(arg.annotation)
+    return ""
 
 
 class NotConstant(Exception):

@@ -412,7 +412,7 @@ class Expressions:
             why = why_call(dotted(node.func))
             return owner if why == WHY_DEFAULT else unknown(f"{dotted(node.func)}()", why)
         if isinstance(owner, Args):
-            return self._args_method(name, node)
+            return self._args_method(owner, name, node, env)
         if isinstance(owner, ModelCfg):
             return self._bound_method(self._model_class(), owner, name, node, env)
         if isinstance(owner, (str, list, tuple, dict)) and name in SAFE_METHODS.get(type(owner), ()):
@@ -430,10 +430,27 @@ class Expressions:
             return self.call(self.attr(owner, name, node.func), node, env)
         return unknown(f"{dotted(node.func)}()", f"method of {type(owner).__name__} not evaluated")
 
-    def _args_method(self, name: str, node: ast.Call):
+    def _args_method(self, owner, name: str, node: ast.Call, env: Env):
         if "model_config" in name:
             return self.model_or_unknown()
+        method = self._one_line_method(name)
+        if method is not None and not node.args and not node.keywords and env.scope.depth < MAX_DEPTH:
+            # `def enable_mamba_extra_buffer(self): return self.mamba_scheduler_strategy == "extra_buffer"`
+            return self.invoke(FuncRef(method[0], method[1], bound=owner, cls=method[2]), [], {},
+                               env.scope.depth + 1)
         return unknown(f"{dotted(node.func)}()", "a ServerArgs method; not evaluated")
+
+    def _one_line_method(self, name: str):
+        """(method, module, class) of a ServerArgs method that only returns an expression of itself."""
+        module = self.modules.get("srt/server_args.py")
+        cls = module.cls("ServerArgs") if module is not None else None
+        method = method_named(cls, name) if cls is not None else None
+        if method is None or len(method.args.args) != 1 or method.args.vararg or method.args.kwarg:
+            return None
+        body = [b for b in method.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+            return None
+        return method, module, cls
 
     def _bound_method(self, cls: ClassRef | None, owner, name: str, node: ast.Call, env: Env):
         method = method_named(cls.node, name) if cls else None

@@ -19,13 +19,14 @@ from collections.abc import Callable, Sequence
 
 from kit.errors import KitError
 
-from . import args, bench, dryrun, lab, remote, why
+from . import args, bench, doctor, dryrun, lab, remote, why
 from .common import common_options
 
 __all__ = ["build_parser", "main"]
 
 EXAMPLES = """\
 examples:
+  sgl-kit doctor gpu-box --baseline old-launch.sh
   sgl-kit run gpu-box -- nvidia-smi
   sgl-kit run ssh://root@10.0.0.5:22 -- 'ps aux | grep sglang'
   sgl-kit source gpu-box srt/server_args.py:1222-1260 --python /root/ml-env/bin/python
@@ -34,7 +35,7 @@ examples:
 """
 
 # In help order.
-GROUPS = (remote, why, args, lab, bench, dryrun)
+GROUPS = (remote, doctor, why, args, lab, bench, dryrun)
 
 
 def build_parser() -> argparse.ArgumentParser:

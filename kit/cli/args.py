@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import sys
 
-from kit.errors import KitError
-
 from .common import common_options, emit_json, host_for, local_file, plain
 
 __all__ = ["register", "route_target"]
@@ -119,87 +117,17 @@ def cmd_args_diff(args) -> int:
 
 def _side(path: str, args, tree):
     """A log, a /server_info JSON, or a launch command, as a LaunchSide."""
-    from kit.server_args import LaunchSide, cli_defaults, from_server_info, parse_log_file_all
+    from kit.witness import LaunchOptions, read_launch
 
-    text = open(local_file(path), "rb").read(4096).decode("utf-8", "replace")
-    defaults = cli_defaults(tree) if tree is not None else None
-    if text.lstrip().startswith("{"):
-        with open(path, "rb") as fh:
-            snap = from_server_info(fh.read())
-        return LaunchSide(path, "server_info", snap.fields, "/server_info", defaults=defaults)
-    if "server_args=" in text or _mentions(path, b"server_args="):
-        snap = parse_log_file_all(path)[-1]
-        return LaunchSide(path, "log", snap.fields, "the server_args line of its log", defaults=defaults)
-    with open(path, errors="replace") as fh:
-        return _command_side(path, fh.read(), args, tree or _diff_tree(args, required=True))
-
-
-def _command_side(path: str, command: str, args, tree):
-    """A launch command: what it asked, and what sglang resolves from it (the dry-run, when it can run)."""
-    from kit.server_args import LaunchSide, cli_defaults, flag_table, parse_command, parse_log
-
-    explicit = parse_command(command, flag_table(tree))
-    defaults = cli_defaults(tree)
-    requested = {name: fd.value for name, fd in defaults.items() if fd.known}
-    requested.update(explicit)
-    result, why_not = _dry_run(path, command, explicit, args, tree)
-    if result is None:
-        method = f"its flags over the defaults of sglang {tree.version}; not resolved: {why_not}"
-        return LaunchSide(path, "command", requested, method, explicit=explicit, defaults=defaults)
-    changed = {c.field: c.where for c in result.changes}
-    return LaunchSide(path, "command", parse_log(result.server_args_line).fields,
-                      f"resolved by the dry-run of sglang {tree.version}", explicit=explicit, defaults=defaults,
-                      changed=changed)
-
-
-def _dry_run(path: str, command: str, explicit: dict, args, tree):
-    """(DryRunResult, None), or (None, why it could not run)."""
-    import os
-
-    from kit.dryrun import dry_run, environment, supported_versions
-    from kit.server_args import server_flags
-
-    version = tree.version
-    if args.no_dryrun:
-        return None, "--no-dryrun"
-    if version not in supported_versions() or not environment(version).ready:
-        return None, f"no dry-run environment for sglang {version} (sgl-kit dryrun setup --sglang {version})"
-    model = args.model or explicit.get("model_path")
-    if not model or not os.path.exists(os.path.expanduser(str(model))):
-        return None, f"the model's config.json is not on this machine ({model}); pass --model DIR_OR_CONFIG_JSON"
-    sys.stderr.write(f"resolving {path} with the dry-run of sglang {version} (about 10 s)\n")
-    result = dry_run(server_flags(command), model=args.model, sglang=version, gpu=args.gpu)
-    if not result.ok:
-        return None, f"sglang {version} would not start with these flags: {result.error.headline}"
-    return result, None
-
-
-def _mentions(path: str, needle: bytes) -> bool:
-    """Whether a (possibly huge) file contains ``needle``, read in blocks."""
-    with open(path, "rb") as fh:
-        tail = b""
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            if needle in tail + block:
-                return True
-            tail = block[-len(needle):]
-    return False
+    local_file(path)
+    options = LaunchOptions(dryrun=not args.no_dryrun, model=args.model, gpu=args.gpu)
+    return read_launch(path, tree, options, tree_source=lambda: _diff_tree(args, required=True))
 
 
 def _diff_tree(args, required: bool):
-    from kit._paths import tree_dir
-    from kit._wheels import install_package_source
-    from kit.hosts import LocalHost
-    from kit.source import SourceTree
+    from kit.witness import source_tree
 
-    if args.package_dir:
-        return SourceTree.at(LocalHost(), args.package_dir)
-    if args.sglang:
-        prefix = tree_dir("sglang", args.sglang)
-        return SourceTree.at(LocalHost(), install_package_source("sglang", args.sglang, prefix=str(prefix)))
-    if not required:
-        return None
-    raise KitError("a launch command needs sglang's flag table to be read",
-                   hint="add --sglang 0.5.11 (the release the command was written for) or --package-dir DIR")
+    return source_tree(args.package_dir, args.sglang, required=required)
 
 
 # --------------------------------------------------------------------------- show

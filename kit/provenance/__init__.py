@@ -16,12 +16,14 @@ It knows three layouts, because SGLang moved this logic twice:
 - ``explain.py``: the entry point; ``sites.py``: finding the writes;
 - ``guards.py``: the conditions on the way to each write, and which held;
 - ``result.py``: Guard, AssignmentSite, FlagExplanation; ``render.py``: text and HTML;
+- ``choices.py``: which ``return`` of a function fires (sglang's automatic choices);
 - ``fixes.py``: the flag that skips a rule (``escapes``), and startup checks that refuse a launch (``refusals``).
 """
 
+from .choices import Choice, choice
 from .explain import explain, explain_server, normalize_flag
 from .fixes import Escape, Refusal, escapes, refusals
 from .result import AssignmentSite, FlagExplanation, Guard
 
-__all__ = ["AssignmentSite", "Escape", "FlagExplanation", "Guard", "Refusal", "escapes", "explain", "explain_server",
+__all__ = ["AssignmentSite", "Choice", "Escape", "FlagExplanation", "Guard", "Refusal", "choice", "escapes", "explain", "explain_server",
            "normalize_flag", "refusals"]

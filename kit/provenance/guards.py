@@ -6,7 +6,7 @@ import ast
 import re
 from dataclasses import dataclass, replace
 
-from kit._pysource import Env, Evaluator, ModuleInfo, Unknown, const, truth
+from kit._pysource import Env, Evaluator, ModuleInfo, Unknown, const, param_names, truth
 
 from .result import AssignmentSite, Guard
 from .sites import Write, first_line
@@ -36,7 +36,7 @@ def explain_write(module: ModuleInfo, write: Write, parents: dict, ev: Evaluator
     """The sites of one write, each with its guards; ``calls`` (module -> {callee: [(caller, stmt)]})
     adds the guards of the calls that reach the write's function."""
     chain = _ancestors(write.stmt, parents)
-    walk = _Walk(module, chain, ev)
+    walk = _Walk(module, chain, ev, _bindings(module, chain, parents, ev, calls))
     walk.run()
     paths = _call_paths(module, chain, parents, ev, calls) if calls is not None else [[]]
     value_text = ast.unparse(write.value) if write.value is not None else ""
@@ -87,6 +87,44 @@ def _call_paths(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Eva
         for upper in _call_paths(module, caller_chain, parents, ev, calls, depth + 1, seen | {id(func)}):
             paths.append(upper + mine)
     return paths or [[]]
+
+
+def _bindings(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Evaluator | None, calls):
+    """The parameters of the function holding ``chain``'s statement, bound to the arguments of its one
+    call in the module (``self.adjust_mem_fraction_for_vlm(model_config)``), evaluated where it is called.
+
+    None when there is no evaluator, no call, or several calls (they may pass different values).
+    """
+    start = next((i for i, n in enumerate(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if ev is None or calls is None or start is None:
+        return None
+    func = chain[start]
+    sites = [(fn, stmt) for fn, stmt in calls(module).get(func.name, ()) if fn is not func]
+    if len(sites) != 1:
+        return None
+    stmt = sites[0][1]
+    call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _called_name(n) == func.name), None)
+    if call is None or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    caller = _Walk(module, _ancestors(stmt, parents), ev)
+    caller.run()
+    if caller.env is None:
+        return None
+    params = param_names(func)
+    if isinstance(call.func, ast.Attribute) and params and params[0] in ("self", "cls"):
+        params = params[1:]
+    env = caller.env
+    out = {name: ev.lazy(lambda node=node: ev.ev(node, env), node.lineno) for name, node in zip(params, call.args,
+                                                                                              strict=False)}
+    out.update({k.arg: ev.lazy(lambda node=k.value: ev.ev(node, env), k.value.lineno) for k in call.keywords
+                if k.arg in params})
+    return out
+
+
+def _called_name(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
 
 
 def _via_best_path(site: AssignmentSite, paths: list[list[Guard]], ev: Evaluator | None) -> AssignmentSite:
@@ -164,8 +202,9 @@ def _qualname(chain: list[ast.AST]) -> str:
 class _Walk:
     """Walks from the outermost function down to a statement, collecting evaluated guards."""
 
-    def __init__(self, module: ModuleInfo, chain: list[ast.AST], ev: Evaluator | None) -> None:
+    def __init__(self, module: ModuleInfo, chain: list[ast.AST], ev: Evaluator | None, bindings=None) -> None:
         self.module = module
+        self.bindings = bindings or {}  # parameter -> thunk, from the one call site
         self.chain = chain
         self.ev = ev
         self.guards: list[Guard] = []
@@ -179,6 +218,8 @@ class _Walk:
             return
         func, cls = self.chain[start], _enclosing_class(self.chain[:start])
         self.env = self.ev.initial_env(self.module, func, cls) if self.ev else None
+        if self.env is not None:
+            self.env.vars.update(self.bindings)
         for parent, child in zip(self.chain[start:], self.chain[start + 1 :], strict=False):
             self._enter(parent, child)
 
@@ -194,11 +235,12 @@ class _Walk:
 
     def _enter(self, parent: ast.AST, child: ast.AST) -> None:
         block = _block_of(parent, child)
+        # The test of an `if` runs before its body: decide it before stepping the body's earlier statements.
+        self._entry_guard(parent, child, block)
         if block is not None:
             for sibling in block[: _index(block, child)]:
                 self._sink.extend(self._exit_guards(sibling))
                 self._step(sibling)
-        self._entry_guard(parent, child, block)
 
     def _step(self, stmt: ast.stmt) -> None:
         if self.ev is not None and self.env is not None:

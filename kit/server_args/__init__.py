@@ -14,11 +14,13 @@ Log values are parsed with a small tokenizer and `ast.literal_eval`/`ast.parse`;
 is ever passed to `eval`. `classify` (``compare.py``) puts the three together: a value
 that differs from its default although no flag asked for it is `auto-changed`, which is
 how the incident's `disable_piecewise_cuda_graph=True` shows up. ``server.py`` does the
-same for a server found by kit.target.discover.
+same for a server found by kit.target.discover. ``decode_stats.py`` reads the scheduler's
+periodic `Decode batch` lines (accept length, throughput, whether CUDA graphs ran).
 """
 
 from .command import parse_command, server_flags
 from .compare import classify, diff
+from .decode_stats import DecodeStat, decode_summary, parse_decode_stats
 from .defaults import FieldDefault, FieldDefaults, defaults
 from .flags import FlagSpec, FlagTable, cli_defaults, flag_table
 from .launch_diff import LaunchDiff, LaunchSide, launch_diff
@@ -29,6 +31,7 @@ from .snapshot import ServerArgsSnapshot
 from .values import NonLiteral, format_server_args
 
 __all__ = [
+    "DecodeStat",
     "FieldDefault",
     "FieldDefaults",
     "FlagSpec",
@@ -40,6 +43,7 @@ __all__ = [
     "classify",
     "classify_server",
     "cli_defaults",
+    "decode_summary",
     "defaults",
     "diff",
     "effective_args",
@@ -49,6 +53,7 @@ __all__ = [
     "from_server_info",
     "launch_diff",
     "parse_command",
+    "parse_decode_stats",
     "parse_log",
     "parse_log_all",
     "parse_log_file",

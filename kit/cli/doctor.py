@@ -1,0 +1,104 @@
+"""``sgl-kit doctor [TARGET] [evidence files] [--baseline FILE]``: the throughput left on the table."""
+
+from __future__ import annotations
+
+import sys
+
+from kit.errors import KitError
+
+from .common import common_options, console, emit_json, local_file, server_options
+
+__all__ = ["register"]
+
+_FILES = ("log", "server_info", "command", "nvidia_smi", "topo", "model_config", "environ")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "doctor", help="find the throughput a server leaves on the table, with evidence and the fix",
+        usage="sgl-kit doctor [TARGET] [--log FILE] [--server-info FILE] [--command FILE] [--nvidia-smi FILE] "
+              "[--topo FILE] [--model-config FILE] [--environ FILE] [--sglang VER] [--baseline FILE] [--bench FILE] [--json]",
+        description="Run the doctor's rules over a server. With a TARGET (lab, local, an SSH target) it finds "
+                    "the SGLang server there and reads its arguments (/server_info or log), launch command, "
+                    "environment, log, GPUs (nvidia-smi, topo -m, topo -p2p) and the sglang source of its "
+                    "own version. Without one it reads the files given. Each finding has evidence, the "
+                    "source lines behind it, the fix in this version's flags and what not to do; then come "
+                    "the hardware and the single-stream decode roofline. Findings are ordered by their "
+                    "estimated share of single-stream decode throughput.",
+        epilog="examples:\n  sgl-kit doctor lab --baseline old.cmd\n"
+               "  sgl-kit doctor --log server.log --nvidia-smi smi.txt --topo topo.txt --model-config config.json\n"
+               "  sgl-kit doctor gpu-box --json | jq '.findings[].id'",
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias; "
+                                             "leave out to read only the files given")
+    files = p.add_argument_group("evidence from files (on this machine)")
+    files.add_argument("--log", metavar="FILE", help="server log with its server_args line (and Decode batch lines)")
+    files.add_argument("--server-info", metavar="FILE", help="a saved GET /server_info")
+    files.add_argument("--command", metavar="FILE", help="the launch command")
+    files.add_argument("--nvidia-smi", metavar="FILE", help="`nvidia-smi` (the table) or `--query-gpu ... --format=csv`")
+    files.add_argument("--topo", metavar="FILE", action="append",
+                       help="`nvidia-smi topo -m`, or `nvidia-smi topo -p2p r`; give it twice for both")
+    files.add_argument("--model-config", metavar="FILE", help="the model's config.json")
+    files.add_argument("--environ", metavar="FILE", help="the server's environment: `env` output (KEY=VALUE lines) "
+                                                         "or a copy of /proc/PID/environ")
+    files.add_argument("--sglang", metavar="VER", help="sglang release whose source to read (downloaded once "
+                                                       "with pip download --no-deps); default: the log's")
+    files.add_argument("--gpu", metavar="NAME", help="the GPU model when no nvidia-smi output is at hand "
+                                                     "(a key of kit/data/gpus.yaml, e.g. a6000)")
+    p.add_argument("--baseline", metavar="FILE", help="a known-good launch: log, /server_info JSON or command")
+    p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length")
+    server_options(p)
+    p.set_defaults(func=cmd_doctor)
+    common_options(p)
+
+
+def cmd_doctor(args) -> int:
+    from kit.doctor import diagnose, from_files, from_server
+
+    given = {name: getattr(args, name) for name in _FILES if getattr(args, name)}
+    for path in [*[p for v in given.values() for p in (v if isinstance(v, list) else [v])], args.baseline, args.bench]:
+        if path:
+            local_file(path)
+    err = console(stderr=True)
+    quiet = args.json or not sys.stderr.isatty()
+    status = err.status("sgl-kit doctor: gathering evidence") if not quiet else None
+
+    def progress(text: str) -> None:
+        if status is not None:
+            status.update(f"sgl-kit doctor: {text}")
+
+    if status is not None:
+        status.start()
+    try:
+        if args.target:
+            if given or args.sglang or args.gpu:
+                raise KitError("evidence files go without a TARGET: with one, the kit reads the server itself",
+                               hint="drop TARGET to read files, or drop the file options")
+            from .common import host_for, server_for
+
+            with host_for(args) as host:
+                server = server_for(host, args, required=True)
+                ev = from_server(host, server, baseline=args.baseline, bench=args.bench, progress=progress)
+                ev.target = args.target
+        else:
+            if not given:
+                raise KitError("nothing to examine: no TARGET and no evidence files",
+                               hint="`sgl-kit doctor lab`, `sgl-kit doctor gpu-box`, or give --log/--command "
+                                    "and friends (sgl-kit doctor --help)")
+            ev = from_files(sglang=args.sglang, package_dir=args.package_dir, baseline=args.baseline,
+                            bench=args.bench, gpu=args.gpu, progress=progress, **given)
+        result = diagnose(ev)
+    finally:
+        if status is not None:
+            status.stop()
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        sys.stdout.write(result.to_text(width=_width()))
+    return 0
+
+
+def _width() -> int:
+    import shutil
+
+    return max(60, min(110, shutil.get_terminal_size((100, 24)).columns))

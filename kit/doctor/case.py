@@ -1,0 +1,211 @@
+"""One server under examination: its evidence, and the questions rules ask of it, each answered once.
+
+A rule asks ``case.value("disable_overlap_schedule")``, ``case.asked("...")`` (did the launch
+command set it?), ``case.explain("...")`` (provenance: which lines of this version's source set
+it, and which fired), ``case.option("...")`` (the flag in this version's words). Answers that
+need the source are None when there is none; a rule then says less, it does not fail.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from kit.errors import KitError
+
+from .evidence import Evidence
+
+__all__ = ["Case"]
+
+_MISSING = object()
+
+
+class Case:
+    def __init__(self, evidence: Evidence) -> None:
+        self.ev = evidence
+        self._explained: dict[str, Any] = {}
+
+    # ---- values
+
+    def value(self, name: str, default: Any = None) -> Any:
+        """A field, or a dotted path into a nested one (``cuda_graph_config.prefill.backend``)."""
+        node: Any = self.ev.args
+        for part in name.split("."):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif node is not None and hasattr(node, part) and not isinstance(node, (str, int, float)):
+                node = getattr(node, part)
+            else:
+                return default
+        return node
+
+    def has(self, name: str) -> bool:
+        return self.value(name, _MISSING) is not _MISSING
+
+    def asked(self, name: str) -> bool | None:
+        """Whether the launch command set the field; None when the command is not known."""
+        if self.ev.explicit is None:
+            return None
+        return name.split(".")[0] in self.ev.explicit
+
+    @property
+    def tp(self) -> int:
+        return int(self.value("tp_size") or 1)
+
+    @property
+    def speculative(self) -> bool:
+        return self.value("speculative_algorithm") not in (None, "", "NONE")
+
+    # ---- the source of this version
+
+    @cached_property
+    def fields(self) -> set[str]:
+        """The ServerArgs fields of this version (empty without a source)."""
+        from kit.server_args import defaults
+
+        if self.ev.tree is None:
+            return set(self.ev.args)
+        try:
+            return set(defaults(self.ev.tree))
+        except KitError:
+            return set(self.ev.args)
+
+    @cached_property
+    def flags(self):
+        from kit.server_args import flag_table
+
+        if self.ev.tree is None:
+            return None
+        try:
+            return flag_table(self.ev.tree)
+        except KitError:
+            return None
+
+    def option(self, field: str) -> str | None:
+        """This version's command-line flag for a field (``--enforce-piecewise-cuda-graph``), or None."""
+        if self.flags is None:
+            return None
+        spec = next((s for s in self.flags if s.field == field), None)
+        return spec.name if spec is not None else None
+
+    def explain(self, name: str):
+        """kit.provenance.explain of the field against this server's args, config, command and environment."""
+        if name not in self._explained:
+            self._explained[name] = None
+            if self.ev.tree is not None:
+                from kit.provenance import explain
+
+                try:
+                    self._explained[name] = explain(self.ev.tree, name, self.ev.args, self.ev.model_config,
+                                                    command=self.ev.explicit, environ=self.ev.environ)
+                except KitError:
+                    pass
+        return self._explained[name]
+
+    def fired(self, name: str) -> list:
+        exp = self.explain(name)
+        return exp.fired if exp is not None else []
+
+    def resolved_by(self, name: str) -> list:
+        """Fired writes in sglang's argument resolution (server_args, arg_groups), not runtime copies."""
+        return [s for s in self.fired(name) if "server_args" in s.file or "arg_groups" in s.file]
+
+    def auto_changed(self, name: str) -> bool | None:
+        """SGLang set the field on its own: not asked, and a site fired (None: cannot tell)."""
+        if self.asked(name):
+            return False
+        if self.ev.tree is None:
+            return None
+        return bool(self.resolved_by(name))
+
+    def origin(self, name: str) -> str:
+        """Why the field has its value, in a few words, with the site that set it."""
+        if self.asked(name):
+            return "the launch command sets it"
+        fired = self.resolved_by(name)
+        if fired:
+            site = fired[-1]
+            rule = f" ({site.rule})" if site.rule else ""
+            return f"sglang set it at {_short(site.where)}{rule}"
+        if self.asked(name) is None:
+            return "not known whether the launch asked for it (no launch command)"
+        default = self.cli_defaults.get(name.split(".")[0])
+        if default is None or not default.known or default.value == self.value(name):
+            return "the default"
+        exp = self.explain(name)
+        maybe = [_short(s.where) for s in (exp.sites if exp is not None else []) if s.status == "unknown"
+                 and ("server_args" in s.file or "arg_groups" in s.file) and s.value_text == repr(self.value(name))]
+        where = f"; the sites that can, with guards the log cannot decide: {', '.join(maybe[:3])}" if maybe else ""
+        return f"not asked for and not the default ({default.value!r}): sglang set it{where}"
+
+    @cached_property
+    def cli_defaults(self) -> dict:
+        from kit.server_args import cli_defaults
+
+        if self.ev.tree is None:
+            return {}
+        try:
+            return dict(cli_defaults(self.ev.tree))
+        except KitError:
+            return {}
+
+    # ---- speculative decoding
+
+    @cached_property
+    def spec_auto(self):
+        """sglang's own choice of (steps, topk, draft tokens) for this model, or None."""
+        if self.ev.tree is None or not self.speculative:
+            return None
+        from kit.provenance import choice
+
+        arch = ((self.ev.model_config or {}).get("architectures") or [""])[0]
+        try:
+            found = choice(self.ev.tree, ("auto_choose_speculative_params", "_auto_choose_speculative_params"),
+                           self.ev.args, self.ev.model_config, parameters={"model_arch": arch})
+        except KitError:
+            return None
+        return found if found is not None and found.known else None
+
+    @property
+    def accept_length(self) -> tuple[float | None, str]:
+        if self.ev.bench and self.ev.bench.get("accept_length"):
+            return float(self.ev.bench["accept_length"]), f"the benchmark {self.ev.bench['source']}"
+        if self.ev.decode and self.ev.decode.get("accept_len"):
+            return float(self.ev.decode["accept_len"]), self.ev.sources.get("decode", "the log")
+        return None, ""
+
+    @property
+    def measured_tok_s(self) -> tuple[float | None, str]:
+        if self.ev.bench and self.ev.bench.get("tok_s"):
+            return float(self.ev.bench["tok_s"]), f"the benchmark {self.ev.bench['source']}"
+        if self.ev.decode and self.ev.decode.get("gen_throughput") and self.ev.decode.get("single_stream"):
+            return float(self.ev.decode["gen_throughput"]), self.ev.sources.get("decode", "the log")
+        return None, ""
+
+    # ---- the model
+
+    @cached_property
+    def text_config(self) -> dict:
+        config = self.ev.model_config or {}
+        return config.get("text_config") or config
+
+    @property
+    def hybrid_linear(self) -> bool:
+        types = self.text_config.get("layer_types") or []
+        return any("linear" in str(t) or "mamba" in str(t) for t in types) or "full_attention_interval" in self.text_config
+
+    def gpu_profile(self):
+        hw = self.ev.hardware
+        name = getattr(hw, "gpu_name", None)
+        if not name:
+            return None
+        from kit.dryrun import gpu_profile
+
+        try:
+            return gpu_profile(name)
+        except KitError:
+            return None
+
+
+def _short(where: str) -> str:
+    return where.removeprefix("sglang/")

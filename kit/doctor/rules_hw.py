@@ -1,0 +1,298 @@
+"""Rules about the machine and the release: GPU links, NCCL, the attention backend, known regressions,
+and every difference from a known-good baseline. They register into kit.doctor.rules.RULES."""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from pathlib import Path
+
+from .case import Case
+from .result import Change
+from .rulebase import Fix, Rule, rule, version_in
+from .rulebase import resolution_sites as _resolution_sites
+from .rulebase import where as _where
+
+_REGRESSIONS = Path(__file__).resolve().parent.parent / "data" / "regressions.yaml"
+
+
+# --------------------------------------------------------------------------- which GPUs TP uses
+
+def _tp_gpus(case: Case) -> tuple[list[str], str]:
+    """The topology names (GPU0, GPU1, ...) of the GPUs the TP ranks run on, and how that was decided."""
+    tp = case.tp
+    visible = (case.ev.environ or {}).get("CUDA_VISIBLE_DEVICES")
+    base, step = int(case.value("base_gpu_id") or 0), int(case.value("gpu_id_step") or 1)
+    ids = [str(i) for i in range(64)]
+    how = "GPU 0.. (no CUDA_VISIBLE_DEVICES)"
+    if visible:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        how = f"CUDA_VISIBLE_DEVICES={visible}"
+    chosen = [ids[base + i * step] for i in range(tp) if base + i * step < len(ids)]
+    return [f"GPU{c}" for c in chosen if c.isdigit()], how + f", base_gpu_id {base}, tp_size {tp}"
+
+
+def _worst(topo, gpus: list[str]) -> tuple[int, str]:
+    from kit.hardware import link_rank
+
+    pairs = [(link_rank(topo.link(a, b)), topo.link(a, b) or "?") for a, b in itertools.combinations(gpus, 2)]
+    return max(pairs) if pairs else (0, "")
+
+
+def _tp_topology(case: Case) -> list[str] | None:
+    hw = case.ev.hardware
+    topo = getattr(hw, "topology", None)
+    if topo is None or case.tp < 2:
+        return None
+    used, how = _tp_gpus(case)
+    if len(used) != case.tp or any(g not in topo.gpus for g in used):
+        return None
+    worst, link = _worst(topo, used)
+    best = min((_worst(topo, list(c)) + (list(c),) for c in itertools.combinations(topo.gpus, case.tp)),
+               key=lambda t: t[0])
+    if worst < 3 or best[0] >= worst:  # PHB (3) and beyond cross the CPU; only flag when better exists
+        return None
+    return [f"tensor parallel ranks run on {', '.join(used)} ({how}); their worst link is {link}",
+            f"{', '.join(best[2])} are joined by {best[1]}"]
+
+
+def _tp_topology_fix(case: Case) -> Fix:
+    topo = case.ev.hardware.topology
+    best = min((_worst(topo, list(c)) + (list(c),) for c in itertools.combinations(topo.gpus, case.tp)),
+               key=lambda t: t[0])
+    ids = ",".join(g[3:] for g in best[2])
+    return [Change(setenv=("CUDA_VISIBLE_DEVICES", ids))], [
+        "nvidia-smi numbers GPUs by PCI bus; set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees"], []
+
+
+rule(Rule(
+    "tp-across-slow-link", "Tensor parallelism crosses a slow link while a closer group of GPUs exists", ">=0.4",
+    ("args", "environ", "topology"),
+    when=_tp_topology,
+    impact=lambda case: (0.12, "every layer all-reduces across the TP ranks; through the CPU's root complex "
+                               "(PHB/NODE/SYS) each all-reduce waits longer than over NVLink or a PCIe switch"),
+    fix=_tp_topology_fix))
+
+
+def _nccl_p2p_disabled(case: Case) -> list[str] | None:
+    value = (case.ev.environ or {}).get("NCCL_P2P_DISABLE")
+    if value in (None, "", "0") or case.tp < 2:
+        return None
+    out = [f"NCCL_P2P_DISABLE={value} in the server's environment ({case.ev.sources.get('environ', 'environ')})"]
+    p2p = getattr(case.ev.hardware, "p2p", None)
+    used, _ = _tp_gpus(case)
+    if p2p is not None and len(used) > 1 and all(p2p.supported(a, b) for a, b in itertools.combinations(used, 2)):
+        out.append(f"yet nvidia-smi topo -p2p reports peer access OK between {', '.join(used)}")
+    return out
+
+
+rule(Rule(
+    "nccl-p2p-disabled", "NCCL peer-to-peer is switched off for a tensor-parallel server", ">=0.4",
+    ("environ", "args", "p2p"),
+    when=_nccl_p2p_disabled,
+    impact=lambda case: (0.15, "all-reduce traffic then bounces through host memory instead of GPU to GPU"),
+    fix=lambda case: ([Change(unset="NCCL_P2P_DISABLE")],
+                      ["if it was set to stop a hang, check IOMMU/ACS in the BIOS (`iommu=pt`) instead"],
+                      ["NCCL_P2P_DISABLE=1 as a fix for NCCL hangs: it hides the cause and costs every step"])))
+
+
+def _p2p_missing(case: Case) -> list[str] | None:
+    p2p = getattr(case.ev.hardware, "p2p", None)
+    if p2p is None or case.tp < 2:
+        return None
+    used, how = _tp_gpus(case)
+    bad = [f"{a}-{b}: {p2p.status.get(f'{a}-{b}') or p2p.status.get(f'{b}-{a}')}"
+           for a, b in itertools.combinations(used, 2) if p2p.supported(a, b) is False]
+    if not bad:
+        return None
+    return [f"nvidia-smi topo -p2p: no peer access between TP ranks ({'; '.join(bad)}) ({how})"]
+
+
+rule(Rule(
+    "p2p-unavailable", "GPUs used by tensor parallelism cannot reach each other peer to peer", ">=0.4",
+    ("p2p", "args", "environ"),
+    when=_p2p_missing,
+    impact=lambda case: (0.15, "without P2P, sglang's custom all-reduce is off and NCCL copies through host memory"),
+    fix=lambda case: ([], ["enable peer access: IOMMU passthrough (`iommu=pt`) or ACS off in the BIOS; on "
+                           "consumer cards P2P may be blocked by the driver"], [])))
+
+
+def _custom_ar_off(case: Case) -> list[str] | None:
+    if case.value("disable_custom_all_reduce") is not True or case.tp < 2:
+        return None
+    return [f"disable_custom_all_reduce = True with tp_size {case.tp}: {case.origin('disable_custom_all_reduce')}"]
+
+
+def _custom_ar_fix(case: Case) -> Fix:
+    if case.asked("disable_custom_all_reduce"):
+        return [Change(case.option("disable_custom_all_reduce") or "--disable-custom-all-reduce", remove=True)], [], \
+            ["removing it where P2P is unavailable: the custom kernel needs peer access"]
+    return [], ["sglang turned it off; see the site it names"], []
+
+
+rule(Rule(
+    "custom-all-reduce-off", "Custom all-reduce is off with tensor parallelism", ">=0.4",
+    ("args", "command", "source"),
+    when=_custom_ar_off,
+    impact=lambda case: (0.08, "small all-reduces at batch 1 are latency-bound; NCCL's are slower than the custom "
+                               "one-shot kernel"),
+    fix=_custom_ar_fix, sites=lambda case: _where(_resolution_sites(case, "disable_custom_all_reduce"))))
+
+
+# --------------------------------------------------------------------------- the attention backend
+
+# Compute capability each backend needs: sglang's attention registry asserts these at startup.
+_BACKEND_SM = {
+    "fa3": (80, 90), "flashmla": (90, 90), "cutlass_mla": (100, 129), "trtllm_mla": (100, 109),
+    "trtllm_mha": (100, 109), "fa4": (90, 129),
+}
+
+
+def _attention(case: Case) -> list[str] | None:
+    backend = case.value("attention_backend") or case.value("decode_attention_backend")
+    profile = case.gpu_profile()
+    if not backend:
+        return None
+    if backend == "torch_native":
+        return [f"attention_backend = 'torch_native': {case.origin('attention_backend')}"]
+    if profile is None or backend not in _BACKEND_SM:
+        return None
+    low, high = _BACKEND_SM[backend]
+    if low <= profile.sm <= high:
+        return None
+    return [f"attention_backend = {backend!r}, which needs SM {low}-{high}; {profile.name} is SM{profile.sm}",
+            f"{case.origin('attention_backend')}"]
+
+
+def _attention_fix(case: Case) -> Fix:
+    option = case.option("attention_backend") or "--attention-backend"
+    if case.asked("attention_backend"):
+        return [Change(option, remove=True)], ["let sglang choose: it picks per model and GPU"], []
+    return [Change(option, "flashinfer")], [], []
+
+
+rule(Rule(
+    "attention-backend-mismatch", "The attention backend does not suit this GPU", ">=0.5",
+    ("args", "command", "hardware"),
+    when=_attention,
+    impact=lambda case: (0.3, "torch_native is a reference implementation; a backend built for another SM fails its "
+                              "startup check or falls back"),
+    fix=_attention_fix, sites=lambda case: _where(_resolution_sites(case, "attention_backend"))))
+
+
+# --------------------------------------------------------------------------- known regressions
+
+@lru_cache(maxsize=1)
+def regressions() -> list[dict]:
+    """kit/data/regressions.yaml: releases with a known slowdown, each with its public source."""
+    import yaml
+
+    return list(yaml.safe_load(_REGRESSIONS.read_text()).get("regressions") or [])
+
+
+def _matching(case: Case) -> list[dict]:
+    arch = ((case.ev.model_config or {}).get("architectures") or [""])[0]
+    out = []
+    for entry in regressions():
+        if not version_in(case.ev.version, entry["versions"]):
+            continue
+        if entry.get("architectures") and arch not in entry["architectures"]:
+            continue
+        unless = entry.get("unless") or {}
+        if unless and all(case.value(k) == v for k, v in unless.items()):
+            continue
+        if entry.get("covered_by") in getattr(case, "found", ()):
+            continue  # that rule's finding already names the cause, from the source
+        out.append(entry)
+    return out
+
+
+def _regression(case: Case) -> list[str] | None:
+    found = _matching(case)
+    if not found:
+        return None
+    return [f"sglang {case.ev.version} is in {e['versions']}: {e['title']} ({e['source']}; {e['checked']})"
+            for e in found]
+
+
+rule(Rule(
+    "known-regression", "This sglang release is inside a known regression range", ">=0.4", ("version", "model_config"),
+    when=_regression,
+    impact=lambda case: (max(float(e.get("impact", 0.1)) for e in _matching(case)),
+                         "; ".join(e.get("impact_reason", "reported by users") for e in _matching(case))),
+    fix=lambda case: ([], [e["fix"] for e in _matching(case)], [])))
+
+
+# --------------------------------------------------------------------------- the baseline
+
+# Fields that name the deployment, not how it runs.
+_NOT_PERFORMANCE = {"model_path", "tokenizer_path", "served_model_name", "host", "port", "random_seed",
+                    "log_level", "log_requests", "api_key", "file_storage_path", "download_dir", "device",
+                    "trust_remote_code", "tensor_parallel_size", "enable_metrics", "base_gpu_id"}
+
+
+def baseline_rows(case: Case) -> list:
+    """The launch_diff rows of baseline -> this server that no other rule speaks of."""
+    if case.ev.baseline is None or not case.ev.args:
+        return []
+    from kit.server_args import LaunchSide, cli_defaults, launch_diff
+
+    defaults = cli_defaults(case.ev.tree) if case.ev.tree is not None else None
+    mine = LaunchSide("this server", "log", case.ev.args, "the server", explicit=case.ev.explicit,
+                      defaults=defaults)
+    diff = launch_diff(case.ev.baseline, mine)
+    covered = set(getattr(case, "covered", ()))
+    rows = [r for r in diff.shown if r.flag.split(".")[0] not in _NOT_PERFORMANCE | covered
+            and not (r.flag in _workarounds(case) and r.b is True)]
+    if case.ev.baseline.kind == "command" and "not resolved" in case.ev.baseline.method:
+        # A command read over the defaults says what was asked, not what sglang resolved: compare asks.
+        rows = [r for r in rows if r.group == "asked"]
+    return rows
+
+
+def _workarounds(case: Case) -> set[str]:
+    """Flags that skip sglang's auto-disable rules (``if self.enforce_piecewise_cuda_graph: return``):
+    a launch that sets one did so on purpose, so a baseline without it is not the better one."""
+    from types import SimpleNamespace
+
+    from kit.provenance import escapes
+
+    out = set()
+    for name in ("disable_piecewise_cuda_graph", "cuda_graph_config.prefill.backend", "disable_cuda_graph"):
+        exp = case.explain(name) if case.has(name) else None
+        if exp is not None:
+            out |= {e.field for e in escapes(case.ev.tree, SimpleNamespace(fired=exp.sites))}
+    return out
+
+
+def _baseline(case: Case) -> list[str] | None:
+    rows = baseline_rows(case)
+    if not rows:
+        return None
+    return [f"{r.flag}: baseline {r.a!r} ({r.a_origin or 'logged'}) -> here {r.b!r} ({r.b_origin or 'logged'})"
+            for r in rows]
+
+
+def _baseline_fix(case: Case) -> Fix:
+    changes = []
+    for r in baseline_rows(case):
+        option = case.option(r.flag)
+        if option is None or "." in r.flag:
+            continue
+        if r.a is True or r.a is False:
+            if r.a is True:
+                changes.append(Change(option))
+            elif case.asked(r.flag):
+                changes.append(Change(option, remove=True))
+        elif r.a is not None:
+            changes.append(Change(option, r.a))
+    # Advice, not edits: a difference is not known to be the slower side, so the fixed command keeps it.
+    return [], [f"to match the baseline: {c}" for c in changes], []
+
+
+rule(Rule(
+    "differs-from-baseline", "The launch differs from the known-good baseline", ">=0.4", ("args", "baseline"),
+    when=_baseline,
+    impact=lambda case: (0.05 * min(3, len(baseline_rows(case))), "a difference from a launch known to be fast; "
+                                                                  "its effect is not modelled"),
+    fix=_baseline_fix))

@@ -1,0 +1,129 @@
+"""A launch from a file a colleague sent: a log, a ``/server_info`` JSON, or a launch command.
+
+``read_launch(path)`` tells the three apart by their content and returns a
+kit.server_args.LaunchSide: what the launch asked (a command says; a log or /server_info
+does not), what the server ran with, and how that was obtained. A launch command is read
+with the flag table of a real sglang source and resolved with the dry-run when its
+environment is set up, else filled with that version's defaults.
+
+``source_tree(package_dir=..., sglang=...)`` is the sglang source such a file is read with:
+a directory on this machine, or a release downloaded once (``pip download --no-deps``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .errors import KitError
+
+__all__ = ["LaunchOptions", "read_launch", "source_tree"]
+
+
+@dataclass
+class LaunchOptions:
+    """How to resolve a launch command: with the dry-run (unless ``dryrun`` is False), for the model
+    at ``model`` (default: its --model-path, when that is on this machine) and the GPU ``gpu``."""
+
+    dryrun: bool = True
+    model: str | None = None
+    gpu: str = "a6000"
+    progress: Callable[[str], None] | None = None
+
+
+def source_tree(package_dir: str | None = None, sglang: str | None = None, *, required: bool = False,
+                why: str = "a launch command needs sglang's flag table to be read"):
+    """The sglang source on this machine: ``package_dir``, or release ``sglang`` (downloaded once)."""
+    from ._paths import tree_dir
+    from ._wheels import install_package_source
+    from .hosts import LocalHost
+    from .source import SourceTree
+
+    if package_dir:
+        return SourceTree.at(LocalHost(), package_dir)
+    if sglang:
+        prefix = tree_dir("sglang", sglang)
+        return SourceTree.at(LocalHost(), install_package_source("sglang", sglang, prefix=str(prefix)))
+    if not required:
+        return None
+    raise KitError(why, hint="add --sglang 0.5.11 (the release it was written for) or --package-dir DIR")
+
+
+def read_launch(path: str, tree=None, options: LaunchOptions | None = None, *, tree_source=None):
+    """The LaunchSide that the file at ``path`` (on this machine) describes.
+
+    ``tree`` reads a launch command's flags; when it is None and the file is a command,
+    ``tree_source()`` is called for one (so a log never makes the kit download sglang).
+    """
+    from .server_args import LaunchSide, cli_defaults, from_server_info, parse_log_file_all
+
+    options = options or LaunchOptions()
+    if not os.path.isfile(path):
+        raise KitError(f"no such file: {path}", hint="give the path of a log, a /server_info JSON or a file "
+                                                    "holding a launch command, on this machine")
+    with open(path, "rb") as fh:
+        head = fh.read(4096).decode("utf-8", "replace")
+    defaults = cli_defaults(tree) if tree is not None else None
+    if head.lstrip().startswith("{"):
+        with open(path, "rb") as fh:
+            snap = from_server_info(fh.read())
+        return LaunchSide(path, "server_info", snap.fields, "/server_info", defaults=defaults)
+    if "server_args=" in head or _mentions(path, b"server_args="):
+        snap = parse_log_file_all(path)[-1]
+        return LaunchSide(path, "log", snap.fields, "the server_args line of its log", defaults=defaults)
+    if tree is None:
+        tree = tree_source() if tree_source is not None else source_tree(required=True)
+    with open(path, errors="replace") as fh:
+        return _command_side(path, fh.read(), options, tree)
+
+
+def _command_side(path: str, command: str, options: LaunchOptions, tree):
+    """A launch command: what it asked, and what sglang resolves from it (the dry-run, when it can run)."""
+    from .server_args import LaunchSide, cli_defaults, flag_table, parse_command, parse_log
+
+    explicit = parse_command(command, flag_table(tree))
+    defaults = cli_defaults(tree)
+    requested = {name: fd.value for name, fd in defaults.items() if fd.known}
+    requested.update(explicit)
+    result, why_not = _dry_run(path, command, explicit, options, tree)
+    if result is None:
+        method = f"its flags over the defaults of sglang {tree.version}; not resolved: {why_not}"
+        return LaunchSide(path, "command", requested, method, explicit=explicit, defaults=defaults)
+    changed = {c.field: c.where for c in result.changes}
+    return LaunchSide(path, "command", parse_log(result.server_args_line).fields,
+                      f"resolved by the dry-run of sglang {tree.version}", explicit=explicit, defaults=defaults,
+                      changed=changed)
+
+
+def _dry_run(path: str, command: str, explicit: dict, options: LaunchOptions, tree):
+    """(DryRunResult, None), or (None, why it could not run)."""
+    from .dryrun import dry_run, environment, supported_versions
+    from .server_args import server_flags
+
+    version = tree.version
+    if not options.dryrun:
+        return None, "--no-dryrun"
+    if version not in supported_versions() or not environment(version).ready:
+        return None, f"no dry-run environment for sglang {version} (sgl-kit dryrun setup --sglang {version})"
+    model = options.model or explicit.get("model_path")
+    if not model or not os.path.exists(os.path.expanduser(str(model))):
+        return None, f"the model's config.json is not on this machine ({model}); pass --model DIR_OR_CONFIG_JSON"
+    say = options.progress or (lambda text: sys.stderr.write(text + "\n"))
+    say(f"resolving {path} with the dry-run of sglang {version} (about 10 s)")
+    result = dry_run(server_flags(command), model=options.model, sglang=version, gpu=options.gpu)
+    if not result.ok:
+        return None, f"sglang {version} would not start with these flags: {result.error.headline}"
+    return result, None
+
+
+def _mentions(path: str, needle: bytes) -> bool:
+    """Whether a (possibly huge) file contains ``needle``, read in blocks."""
+    with open(path, "rb") as fh:
+        tail = b""
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            if needle in tail + block:
+                return True
+            tail = block[-len(needle):]
+    return False

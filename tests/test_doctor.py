@@ -1,0 +1,424 @@
+"""kit.doctor: every rule, firing and not firing, on real inputs.
+
+Where the inputs come from:
+- server_args lines: printed by sglang 0.5.11's own code for each launch below, made once per
+  module by the dry-run (real ``ServerArgs.__post_init__`` on CPU, GPU probes answering like an
+  RTX A6000). Written by hand: only the ``[2026-11-30 10:00:00] `` prefix, sglang's log format;
+- Decode batch lines: tests/data/logs/decode_lines.txt, public threads (its SOURCES.md);
+- nvidia-smi outputs: tests/data/hardware, public threads (its SOURCES.md);
+- the source: the real sglang wheels (0.5.10.post1, 0.5.11, 0.5.23);
+- the model: kit/data/resolved/models/qwen3.6-27b/config.json, the incident's model.
+Inputs written by hand are said to be, where they are used.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from kit.doctor import RULES, diagnose, from_files
+from kit.doctor.roofline import roofline
+from kit.hosts import LocalHost
+from kit.provenance import choice
+from kit.source import SourceTree
+
+ROOT = Path(__file__).resolve().parent.parent
+QWEN = ROOT / "kit" / "data" / "resolved" / "models" / "qwen3.6-27b"
+HW = Path(__file__).parent / "data" / "hardware"
+DECODE = (Path(__file__).parent / "data" / "logs" / "decode_lines.txt").read_text().splitlines()
+PREFIX = "[2026-11-30 10:00:00] "
+
+BASE = "--model-path /root/models/Qwen3.6-27B --tp-size 2 --trust-remote-code --mem-fraction-static 0.85"
+SPEC = ("--speculative-algorithm EAGLE --mamba-scheduler-strategy extra_buffer --speculative-num-steps {steps} "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens {draft}")
+NEW = f"{BASE} {SPEC.format(steps=1, draft=2)}"
+OLD = f"{BASE} {SPEC.format(steps=3, draft=4)}"
+LAUNCHES = {
+    "new": NEW,
+    "old": OLD,
+    "fixed": f"{OLD} --enforce-piecewise-cuda-graph",
+    "asked-off": f"{OLD} --disable-piecewise-cuda-graph",
+    "no-cuda-graph": f"{OLD} --disable-cuda-graph",
+    "torch-native": f"{OLD} --attention-backend torch_native",
+    "no-buffer": "--model-path /root/models/Qwen3.6-27B --tp-size 2 --mamba-scheduler-strategy no_buffer",
+    "no-radix": "--model-path /root/models/Qwen3.6-27B --tp-size 2 --mamba-scheduler-strategy no_buffer "
+                "--disable-radix-cache",
+    "no-custom-ar": f"{OLD} --disable-custom-all-reduce",
+    "auto-mem": "--model-path /root/models/Qwen3.6-27B --tp-size 2 --speculative-algorithm EAGLE "
+                "--mamba-scheduler-strategy extra_buffer --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                "--speculative-num-draft-tokens 4",
+    "max-running-64": f"{OLD} --max-running-requests 64",
+    "chunked-2048": f"{OLD} --chunked-prefill-size 2048",
+    "tp1": "--model-path /root/models/Qwen3.6-27B --mem-fraction-static 0.85 "
+           + SPEC.format(steps=3, draft=4),
+}
+
+
+@pytest.fixture(scope="module")
+def launches(env_0511, tmp_path_factory) -> dict[str, tuple[str, str]]:
+    """name -> (log file, command file), the log line printed by sglang 0.5.11 itself."""
+    from kit.dryrun import dry_run_many
+
+    out = tmp_path_factory.mktemp("launches")
+    results = dry_run_many(list(LAUNCHES.values()), model=QWEN, gpu="a6000")
+    files = {}
+    for (name, flags), result in zip(LAUNCHES.items(), results, strict=True):
+        assert result.ok, f"{name}: {result.error and result.error.headline}"
+        (out / f"{name}.log").write_text(PREFIX + result.server_args_line + "\n")
+        (out / f"{name}.cmd").write_text("python -m sglang.launch_server " + flags + "\n")
+        files[name] = (str(out / f"{name}.log"), str(out / f"{name}.cmd"))
+    return files
+
+
+@pytest.fixture(scope="module")
+def pkg(sglang_source) -> str:
+    return sglang_source("0.5.11")
+
+
+@pytest.fixture(scope="module")
+def tree(pkg):
+    """One parsed 0.5.11 source for the module: the rules' answers do not depend on re-reading it."""
+    return SourceTree.at(LocalHost(), pkg)
+
+
+def run(launches, tree, name, *, extra_log: list[str] = (), command: bool = True, **files):
+    log, cmd = launches[name]
+    if extra_log:
+        log = _with_lines(log, extra_log)
+    options = {"log": log, "model_config": str(QWEN / "config.json"), "tree": tree, "gpu": "a6000"}
+    if command:
+        options["command"] = cmd
+    options.update(files)
+    return diagnose(from_files(**options))
+
+
+def _with_lines(log: str, lines: list[str]) -> str:
+    path = Path(log).with_suffix(f".{len(lines)}-{abs(hash(tuple(lines)))}.log")
+    path.write_text(Path(log).read_text() + "\n".join(lines) + "\n")
+    return str(path)
+
+
+def ids(diagnosis) -> list[str]:
+    return [f.id for f in diagnosis.findings]
+
+
+def finding(diagnosis, rule_id):
+    (found,) = [f for f in diagnosis.findings if f.id == rule_id]
+    return found
+
+
+def test_there_are_at_least_fifteen_rules_with_unique_ids_and_valid_ranges():
+    from kit.doctor.rulebase import version_in
+
+    assert len(RULES) >= 15
+    assert len({r.id for r in RULES}) == len(RULES)
+    for r in RULES:
+        assert version_in("0.5.11", r.versions), r  # every rule covers the incident's release
+
+
+# --------------------------------------------------------------------------- CUDA graphs
+
+
+def test_prefill_graph_rule_names_the_chain_the_fix_and_the_refused_fix(launches, tree, pkg):
+    d = run(launches, tree, "new")
+    f = finding(d, "prefill-cuda-graph-off")
+    assert "the launch command does not ask for it" in f.evidence[0]
+    assert f.evidence[1].startswith("rule '8. Multimodal / VLM models' fired at srt/server_args.py:1230")
+    assert "Qwen3_5ForConditionalGeneration is in multimodal_model_archs" in f.evidence[1]
+    chain = f.evidence[2]
+    assert chain.index("1. Disable Model Arch") < chain.index("3. Torch compile") < chain.index("7. LoRA")
+    assert f.sites == ["srt/server_args.py:1230"]
+    assert f.fix == ["--enforce-piecewise-cuda-graph"]
+    (avoid,) = f.avoid
+    assert avoid.startswith("--language-only") and "--encoder-urls" in avoid and "srt/server_args.py:" in avoid
+    assert "--language-only" not in " ".join(f.fix) and "--language-only" not in (d.fixed_command or "")
+
+
+def test_prefill_graph_rule_is_silent_once_enforced_and_says_remove_when_asked(launches, tree, pkg):
+    assert "prefill-cuda-graph-off" not in ids(run(launches, tree, "fixed"))
+    f = finding(run(launches, tree, "asked-off"), "prefill-cuda-graph-off")
+    assert "asks for it (--disable-piecewise-cuda-graph)" in f.evidence[0]
+    assert f.fix == ["remove --disable-piecewise-cuda-graph"]
+
+
+def test_decode_graph_off_when_asked_and_when_sglang_turns_it_off(launches, tree, pkg):
+    asked = finding(run(launches, tree, "no-cuda-graph"), "decode-cuda-graph-off")
+    assert "the launch command sets it" in asked.evidence[0] and asked.fix == ["remove --disable-cuda-graph"]
+    auto = finding(run(launches, tree, "torch-native"), "decode-cuda-graph-off")
+    assert "sglang set it at srt/server_args.py:2557" in auto.evidence[0]
+    assert auto.sites == ["srt/server_args.py:2557"]
+    assert "decode-cuda-graph-off" not in ids(run(launches, tree, "old"))
+
+
+def test_decode_batches_above_the_graph_ceiling(launches, tree, pkg):
+    # Real decode lines of a server whose batches ran eagerly (sglang PR 13023), after the launch's line.
+    eager = run(launches, tree, "old", extra_log=DECODE[4:6])
+    f = finding(eager, "decode-batches-above-graph-ceiling")
+    assert "cuda_graph_max_bs = 32" in f.evidence[0]
+    assert f.fix == ["--cuda-graph-max-bs 48"]
+    graphs = run(launches, tree, "old", extra_log=DECODE[6:7])  # cuda graph: True
+    assert "decode-batches-above-graph-ceiling" not in ids(graphs)
+
+
+# --------------------------------------------------------------------------- speculative decoding
+
+
+@pytest.mark.parametrize("version, where", [("0.5.10.post1", "srt/server_args.py:"),
+                                             ("0.5.11", "srt/server_args.py:7506"),
+                                             ("0.5.23", "srt/arg_groups/speculative_hook.py:")])
+def test_sglang_own_speculative_choice_is_read_on_every_layout(sglang_source, version, where):
+    tree = SourceTree.at(LocalHost(), sglang_source(version))
+    names = ("auto_choose_speculative_params", "_auto_choose_speculative_params")
+    args = {"speculative_algorithm": "EAGLE"}
+    qwen = choice(tree, names, args, QWEN / "config.json", parameters={"model_arch": "Qwen3_5ForConditionalGeneration"})
+    llama = choice(tree, names, args, {"architectures": ["LlamaForCausalLM"]},
+                   parameters={"model_arch": "LlamaForCausalLM"})
+    assert (qwen.value, qwen.known) == ((3, 1, 4), True) and qwen.where.startswith(where)
+    assert llama.value == (5, 4, 8)  # sglang's own choice for Llama: the rule reads it, it knows no table
+
+
+def test_speculative_steps_below_sglang_own_choice(launches, tree, pkg):
+    f = finding(run(launches, tree, "new"), "speculative-steps-low")
+    assert f.evidence[1] == ("sglang 0.5.11's own choice for this model (srt/server_args.py:7506) is 3 steps "
+                             "and 4 draft tokens")
+    assert f.fix == ["--speculative-num-steps 3", "--speculative-num-draft-tokens 4"]
+    assert f.sites == ["srt/server_args.py:7506"]
+    assert "speculative-steps-low" not in ids(run(launches, tree, "old"))
+
+
+def test_speculative_steps_below_the_baseline_use_the_measured_accept_length(launches, tree, pkg):
+    lab_line = ("[2026-11-30 19:04:16 TP0] Decode batch, #running-req: 1, #token: 140, token usage: 0.00, "
+                "accept len: 1.85, accept rate: 0.85, cuda graph: True, gen throughput (token/s): 31.93, "
+                "#queue-req: 0, ")  # the lab's line (kit.lab prints sglang's format); written by the kit
+    d = run(launches, tree, "new", extra_log=[lab_line], baseline=launches["old"][1])
+    f = finding(d, "speculative-steps-low")
+    assert f.evidence[1].startswith("the baseline ") and "3 steps and 4 draft tokens" in f.evidence[1]
+    # p = 0.85 from 1 + p = 1.85; 3 steps: 1 + .85 + .85^2 + .85^3 = 3.19 tokens per round
+    assert "acceptance of 0.85" in f.impact_reason and "1.85 -> 3.19" in f.impact_reason
+    assert 0.25 < f.impact < 0.45
+
+
+def test_low_accept_length(launches, tree, pkg):
+    # Real lines: accept len 1.00 (mit-han-lab/fastrl#4) and 2.54 (sglang#4759), after a 3-step launch.
+    low = finding(run(launches, tree, "old", extra_log=DECODE[2:3]), "speculative-accept-low")
+    assert low.evidence == [f"accept length 1.00 of a possible 4 per round ({low.evidence[0].split('(', 1)[1]}"]
+    healthy = run(launches, tree, "old", extra_log=DECODE[1:2])
+    assert "speculative-accept-low" not in ids(healthy)
+
+
+# --------------------------------------------------------------------------- scheduler and caches
+
+
+def test_overlap_scheduler_turned_off_by_mamba_no_buffer(launches, tree, pkg):
+    d = run(launches, tree, "no-buffer")
+    overlap = finding(d, "overlap-scheduler-off")
+    # 2433 holds `if self.speculative_algorithm is None: self.disable_overlap_schedule = True` under
+    # mamba no_buffer; the caller's guards need hardware and file probes the log cannot answer.
+    assert "not asked for and not the default (False): sglang set it" in overlap.evidence[0]
+    assert "srt/server_args.py:2433" in overlap.evidence[0]
+    mamba = finding(d, "mamba-no-buffer")
+    assert mamba.fix == ["--mamba-scheduler-strategy extra_buffer"]
+    assert "overlap scheduler is off" in " ".join(mamba.evidence)
+    clean = run(launches, tree, "old")
+    assert "overlap-scheduler-off" not in ids(clean) and "mamba-no-buffer" not in ids(clean)
+
+
+def test_radix_cache_off_when_asked(launches, tree, pkg):
+    f = finding(run(launches, tree, "no-radix"), "radix-cache-off")
+    assert f.fix == ["remove --disable-radix-cache"]
+    assert "radix-cache-off" not in ids(run(launches, tree, "old"))
+
+
+def test_max_running_requests_set_to_48_by_speculative_decoding(launches, tree, pkg):
+    f = finding(run(launches, tree, "old"), "max-running-requests-48")
+    assert f.sites == ["srt/server_args.py:3455"] and f.impact == 0
+    assert "max-running-requests-48" not in ids(run(launches, tree, "max-running-64"))
+
+
+def test_mem_fraction_lowered_for_a_vlm(launches, tree, pkg):
+    f = finding(run(launches, tree, "auto-mem"), "mem-fraction-lowered-for-vlm")
+    assert f.sites == ["srt/server_args.py:7171"] and "adjust_mem_fraction_for_vlm" in f.evidence[0]
+    assert "mem-fraction-lowered-for-vlm" not in ids(run(launches, tree, "old"))  # --mem-fraction-static 0.85
+
+
+def test_chunked_prefill_off_for_a_vlm_sglang_cannot_chunk(launches, tree, pkg, tmp_path):
+    # Written by hand: only `architectures` matters here; sglang's own lists decide, read statically.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["MllamaForConditionalGeneration"], "model_type": "mllama"}))
+    d = diagnose(from_files(command=launches["old"][1], model_config=str(config), package_dir=pkg))
+    f = finding(d, "chunked-prefill-off-for-vlm")
+    assert "MllamaForConditionalGeneration is multimodal to sglang 0.5.11" in f.evidence[0]
+    assert f.sites and f.sites[0].startswith("srt/configs/model_config.py:")
+    assert "chunked-prefill-off-for-vlm" not in ids(run(launches, tree, "old"))  # Qwen3.5 chunks fine
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+def test_custom_all_reduce_off(launches, tree, pkg):
+    f = finding(run(launches, tree, "no-custom-ar"), "custom-all-reduce-off")
+    assert f.fix == ["remove --disable-custom-all-reduce"]
+    assert "custom-all-reduce-off" not in ids(run(launches, tree, "old"))
+
+
+def test_nccl_p2p_disabled_in_the_environment(launches, tree, pkg, tmp_path):
+    environ = tmp_path / "environ"  # written by hand: a server's environment as `env` prints it
+    environ.write_text("NCCL_P2P_DISABLE=1\nCUDA_VISIBLE_DEVICES=0,1\nSGLANG_API_KEY=s3cret\nHOME=/root\n")
+    d = run(launches, tree, "old", environ=str(environ))
+    f = finding(d, "nccl-p2p-disabled")
+    assert f.fix[0] == "unset NCCL_P2P_DISABLE in the server's environment"
+    assert d.fixed_command.startswith("env -u NCCL_P2P_DISABLE ")
+    assert "s3cret" not in json.dumps(d.to_dict())
+    environ.write_text("CUDA_VISIBLE_DEVICES=0,1\n")
+    assert "nccl-p2p-disabled" not in ids(run(launches, tree, "old", environ=str(environ)))
+
+
+def test_p2p_unavailable_between_the_tp_gpus(launches, tree, pkg):
+    p2p = str(HW / "topo_p2p_rw_2x_rtx5090.txt")  # GNS between GPU0 and GPU1
+    f = finding(run(launches, tree, "old", topo=[p2p]), "p2p-unavailable")
+    assert "GPU0-GPU1: GNS" in f.evidence[0]
+    assert "p2p-unavailable" not in ids(run(launches, tree, "tp1", topo=[p2p]))  # one GPU: no peers needed
+
+
+def test_tp_across_numa_while_a_closer_pair_exists(launches, tree, pkg, tmp_path):
+    topo = str(HW / "topo_5x_gpu_pcie_2numa.txt")
+    f = finding(run(launches, tree, "old", topo=[topo]), "tp-across-slow-link")
+    assert "GPU0, GPU1" in f.evidence[0] and "SYS" in f.evidence[0]
+    assert "GPU1, GPU2 are joined by PHB" in f.evidence[1]
+    assert f.fix[0] == "CUDA_VISIBLE_DEVICES=1,2 in the server's environment"
+    environ = tmp_path / "environ"  # written by hand
+    environ.write_text("CUDA_VISIBLE_DEVICES=1,2\n")
+    assert "tp-across-slow-link" not in ids(run(launches, tree, "old", topo=[topo], environ=str(environ)))
+    nvlink = str(HW / "topo_2x_rtx3090_nvlink_nv4.txt")
+    assert "tp-across-slow-link" not in ids(run(launches, tree, "old", topo=[nvlink]))
+
+
+def test_attention_backend_torch_native(launches, tree, pkg):
+    f = finding(run(launches, tree, "torch-native"), "attention-backend-mismatch")
+    assert f.fix == ["remove --attention-backend", "let sglang choose: it picks per model and GPU"]
+    assert "attention-backend-mismatch" not in ids(run(launches, tree, "old"))
+
+
+# --------------------------------------------------------------------------- the release and the baseline
+
+
+def test_known_regression_range(launches, tree, pkg):
+    (regression,) = [r for r in RULES if r.id == "known-regression"]
+    d = diagnose(from_files(log=launches["new"][0], command=launches["new"][1], model_config=str(QWEN / "config.json"),
+                            package_dir=pkg), only=[regression])
+    f = finding(d, "known-regression")
+    assert "sglang 0.5.11 is in >=0.5.10,<=0.5.11" in f.evidence[0] and "sgl-project/sglang/issues/31120" in f.evidence[0]
+    assert "known-regression" not in ids(run(launches, tree, "fixed"))  # the workaround is on
+    assert "known-regression" not in ids(run(launches, tree, "new"))  # the prefill rule already names the cause
+
+
+def test_differences_from_a_baseline_log(launches, tree, pkg):
+    d = run(launches, tree, "chunked-2048", baseline=launches["old"][0])
+    f = finding(d, "differs-from-baseline")
+    assert f.evidence[0] == "chunked_prefill_size: baseline 4096 (not the default) -> here 2048 (asked)"
+    # sglang derives the piecewise token ceiling from the chunk size: a resolved difference, named too
+    assert "piecewise_cuda_graph_max_tokens: baseline 4096 (not the default) -> here 2048 (resolved)" in f.evidence
+    assert f.fix[0] == "to match the baseline: --chunked-prefill-size 4096"
+    assert "--chunked-prefill-size 4096" not in d.fixed_command  # advice, not an edit
+    same = run(launches, tree, "old", baseline=launches["old"][0])
+    assert "differs-from-baseline" not in ids(same)
+
+
+def test_the_fixed_launch_against_the_old_one_shows_neither_cause(launches, tree, pkg):
+    d = run(launches, tree, "fixed", baseline=launches["old"][1])
+    assert not {"speculative-steps-low", "prefill-cuda-graph-off", "differs-from-baseline"} & set(ids(d))
+
+
+def test_new_against_the_old_baseline_puts_steps_then_prefill_first(launches, tree, pkg):
+    d = run(launches, tree, "new", baseline=launches["old"][1])
+    assert ids(d)[:2] == ["speculative-steps-low", "prefill-cuda-graph-off"]
+    fixed = d.fixed_command
+    assert "--speculative-num-steps 3" in fixed and "--enforce-piecewise-cuda-graph" in fixed
+    assert "--speculative-num-steps 1" not in fixed
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_a_log_without_server_args_still_runs_the_hardware_rules(pkg, tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(DECODE) + "\n")  # real lines, but no server_args line
+    d = diagnose(from_files(log=str(log), package_dir=pkg, topo=[str(HW / "topo_2x_rtx3090_nvlink_nv4.txt")]))
+    assert any(p.startswith(f"--log {log}: ") and "server_args" in p for p in d.problems)
+    assert d.hardware.topology.link("GPU0", "GPU1") == "NV4"
+    assert len(d.checked) >= 15
+
+
+def test_a_truncated_topology_is_named_and_the_rest_runs(launches, tree, pkg, tmp_path):
+    lines = (HW / "topo_8x_h100_nv18_matrix_only.txt").read_text().splitlines()
+    cut = tmp_path / "topo.txt"
+    cut.write_text("\n".join(lines[:4]) + "\n")
+    d = run(launches, tree, "new", topo=[str(cut)])
+    assert any(p.startswith(f"--topo {cut}: ") and "cut off" in p for p in d.problems)
+    assert ids(d)[:2] == ["speculative-steps-low", "prefill-cuda-graph-off"]
+
+
+def test_an_unknown_gpu_leaves_the_bandwidth_unknown(launches, tree, pkg, tmp_path):
+    smi = (HW / "smi_classic_1x_h100_590.txt").read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H999 Mystery")
+    path = tmp_path / "smi.txt"
+    path.write_text(smi)  # a real table with the GPU's name changed by hand
+    d = run(launches, tree, "new", nvidia_smi=str(path))
+    assert d.roofline.ceiling_tok_s is None and "bandwidth unknown" in d.roofline.note and "H999" in d.roofline.note
+    assert "speculative-steps-low" in ids(d)
+
+
+def test_a_model_config_without_sizes(launches, tree, pkg, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["Qwen3_5ForConditionalGeneration"]}))  # written by hand
+    d = run(launches, tree, "new", model_config=str(config))
+    assert d.roofline.ceiling_tok_s is None and "hidden_size" in d.roofline.note
+    assert "prefill-cuda-graph-off" in ids(d)  # sglang's multimodal list still decides from the architecture
+
+
+def test_a_version_outside_a_rule_range_is_skipped_with_the_reason(launches, tree, pkg, tmp_path):
+    log = tmp_path / "old-release.log"
+    log.write_text("sglang==0.4.6\n" + Path(launches["old"][0]).read_text())
+    d = diagnose(from_files(log=str(log), model_config=str(QWEN / "config.json")))
+    skipped = dict(d.skipped)
+    assert skipped["prefill-cuda-graph-off"] == "written for sglang >=0.5.10; this server runs 0.4.6"
+    assert "decode-cuda-graph-off" in d.checked
+
+
+# --------------------------------------------------------------------------- roofline and output
+
+
+def test_roofline_of_the_incident_launches(launches, tree, pkg):
+    ceilings = {}
+    for name, accept in (("new", 1.85), ("old", 2.84), ("fixed", 2.84)):
+        d = run(launches, tree, name)
+        assert d.roofline.tp == 2 and d.roofline.gpu == "NVIDIA RTX A6000"
+        ceilings[name] = roofline(QWEN / "config.json", "a6000", tp=2, accept_length=accept).ceiling_tok_s
+    plain = roofline(QWEN / "config.json", "a6000", tp=2).ceiling_tok_s
+    assert 27 < plain < 31  # 1536 GB/s over ~51.6 GB per step
+    assert ceilings["new"] == pytest.approx(1.85 * plain) and ceilings["old"] == pytest.approx(2.84 * plain)
+    old = roofline(QWEN / "config.json", "a6000", tp=2, accept_length=2.8, measured_tok_s=70)
+    assert 78 < old.percent_of_ceiling < 92  # the old launch's ~70 tok/s sat near its ceiling
+
+
+def test_json_schema_keys(launches, tree, pkg):
+    data = run(launches, tree, "new").to_dict()
+    json.dumps(data)
+    assert {"findings", "hardware", "roofline"} <= set(data)
+    assert {"ceiling_tok_s", "assumptions"} <= set(data["roofline"])
+    for item in data["findings"]:
+        assert {"id", "title", "impact", "evidence", "sites", "fix", "avoid"} <= set(item)
+        assert all(":" in s and s.rsplit(":", 1)[1].isdigit() for s in item["sites"])
+    shlex.split(data["fixed_command"])  # a command a shell can take
+
+
+def test_the_readme_lists_every_rule_with_its_versions():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    table = dict(re.findall(r"^\| `([a-z0-9-]+)` \| ([^|]+?) \|", text, re.M))
+    assert {r.id: r.versions for r in RULES} == {k: v for k, v in table.items() if k in {r.id for r in RULES}}
+    assert len([k for k in table if k in {r.id for r in RULES}]) == len(RULES)
+    assert f"`doctor` runs {len(RULES)} rules" in text
