@@ -1,5 +1,6 @@
-# Two commands matter: `make demo` (python -m kit.demo) and `make test`
-# (the suite, against a real local sshd and real sglang sources).
+# Two commands matter: `make demo` (the guided investigation against the built-in lab) and
+# `make test` (the suite, against a real local sshd and real sglang sources). `make lab` opens
+# the notebooks in JupyterLab.
 
 PYTHON ?= python3
 VENV := .venv
@@ -7,6 +8,7 @@ BIN := $(VENV)/bin
 # Inside the venv, so removing the venv also forgets that it was installed.
 STAMP := $(VENV)/.installed-pyproject
 SSHD := /usr/sbin/sshd
+CHROMIUM := /usr/bin/chromium
 # A fresh clone has no benchmarks/ until a file lands there; ruff errors on missing paths.
 LINT_PATHS := $(wildcard kit tests benchmarks)
 PYTEST_ARGS ?=
@@ -15,11 +17,13 @@ PYTEST_ARGS ?=
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo lint clean ssh-tools
+.PHONY: help venv test demo lab lint clean ssh-tools browser-tools browser-test
 
 help:
-	@echo "make demo    run the kit's demo (python -m kit.demo)"
+	@echo "make demo    the whole investigation against the built-in lab: notebooks 00-04, summary, out/"
+	@echo "make lab     start the built-in lab and open JupyterLab on notebooks/ (prints the URL with its token)"
 	@echo "make test    lint, then run the test suite (installs openssh-server when root)"
+	@echo "make browser-test  01_symptom in JupyterLab in headless Chromium, and its report offline (installs chromium when root)"
 	@echo "make lint    ruff check"
 	@echo "make venv    create $(VENV) and install the kit with its dev extra"
 	@echo "make clean   remove build artefacts (keeps $(VENV) and downloaded wheels)"
@@ -60,16 +64,41 @@ ssh-tools:
 	    echo "      The ssh tests will be SKIPPED. To run them: sudo apt-get install openssh-server"; \
 	fi
 
+# The browser check drives Debian's chromium through Playwright (no `playwright install`, no
+# download from Playwright's CDN). Without root it cannot be installed: the check skips and says why.
+browser-tools:
+	@if [ -x $(CHROMIUM) ]; then \
+	    :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium (the browser check opens the notebooks in headless Chromium; ~480 MB)"; \
+	    apt-get update -qq && $(APT_INSTALL) chromium; \
+	else \
+	    echo "NOTE: $(CHROMIUM) (chromium) is missing and we are not root, so it cannot be installed here."; \
+	    echo "      The browser check will be SKIPPED. To run it: sudo apt-get install chromium"; \
+	fi
+
+# 01_symptom run in JupyterLab in headless Chromium, then its report opened offline; screenshots in out/browser/.
+browser-test: venv browser-tools
+	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
+
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
 
-test: venv ssh-tools lint
+test: venv ssh-tools browser-tools lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/python -m kit.demo
 
+# JupyterLab on notebooks/, with the lab up. LAB_PORT/LAB_IP to change where it listens.
+LAB_PORT ?= 8888
+LAB_IP ?= 127.0.0.1
+lab: venv
+	$(BIN)/sgl-kit lab up
+	$(BIN)/jupyter lab --no-browser --ip=$(LAB_IP) --port=$(LAB_PORT) --notebook-dir=notebooks \
+	    $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
 # Keeps .venv and the kit's download cache (~/.cache/sglang-investigation-kit): both are slow to rebuild.
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache notebooks/_executed
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache notebooks/_executed out
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

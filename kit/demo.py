@@ -1,19 +1,23 @@
-"""``make demo``: the kit's main job, on this machine, with no GPU.
+"""``make demo``: the whole investigation, on this machine, with no GPU.
 
-It lays out a box shaped like the incident's (a real sglang 0.5.11 source
-tree under ``ml-env/lib/python3.12/site-packages``), connects to it as the
-``local`` target, and shows the code that silently disabled piecewise CUDA
-graphs, found by name rather than by line number.
+    python -m kit.demo [--target lab] [--out out]      # the story: notebooks 00-04 against the lab
+    python -m kit.demo source [--version 0.5.11]       # the rule in a real sglang source, in a terminal
 
-    python -m kit.demo [--version 0.5.11] [--target local]
+The story brings the lab up with the incident's new launch, executes the guided notebooks
+00-04 with papermill against it, writes the executed notebooks and one HTML page of them to
+``out/``, and prints a summary computed from those runs: the symptom, the causes with their
+``file:line``, the fixes, and the gain of each with its confidence interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from ._paths import cache_dir
@@ -22,10 +26,115 @@ from .errors import KitError
 from .source import SourceSnippet, SourceTree
 from .target import connect
 
-__all__ = ["mark_rules", "main"]
+__all__ = ["NOTEBOOKS", "main", "mark_rules"]
 
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ("00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate")
 FUNCTION = "ServerArgs._handle_piecewise_cuda_graph"
 _RULE_COMMENT = re.compile(r"^\s*#\s*(?P<number>\d+[a-z]?)\.\s*(?P<title>.+)$")
+
+
+# --------------------------------------------------------------------------- the story
+
+
+def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_config: str | None,
+          port: int = 0) -> int:
+    """Run notebooks 00-04 against the lab; print the summary their runs support."""
+    import papermill
+
+    from .lab import Lab
+
+    notebooks = ROOT / "notebooks"
+    if not (notebooks / "00_connect.ipynb").is_file():
+        raise KitError(f"no notebooks at {notebooks}", hint="run the demo from a clone of the repository")
+    out.mkdir(parents=True, exist_ok=True)
+    if target == "lab":
+        with console.status("bringing the lab up with the incident's new launch"):
+            lab = Lab()
+            status = lab.status()
+            if not status.running or status.label != "variant new":
+                status = lab.restart(variant="new") if status.running else lab.up(variant="new")
+        console.print(f"[bold]lab[/]: {status.label} at {status.url} (pid {status.pid})")
+    summary_path = out / "validation.json"
+    summary_path.unlink(missing_ok=True)
+    timings = {}
+    for name in NOTEBOOKS:
+        source = notebooks / f"{name}.ipynb"
+        params = papermill.inspect_notebook(str(source))
+        values = {"target": target, "requests": requests, "max_tokens": max_tokens,
+                  "summary_path": str(summary_path.resolve()), "server_port": port,
+                  "notebook_file": str((out / f"{name}.ipynb").resolve()),
+                  "share_to": str((out / f"{name}.html").resolve())}
+        if ssh_config:
+            values["ssh_config"] = ssh_config
+        values = {k: v for k, v in values.items() if k in params}
+        started = time.monotonic()
+        with console.status(f"running {name} against {target}"), _stderr_to(out / "kernels.log"):
+            papermill.execute_notebook(str(source), str(out / f"{name}.ipynb"), parameters=values,
+                                       kernel_name="python3", progress_bar=False, cwd=str(notebooks),
+                                       execution_timeout=600)
+        timings[name] = time.monotonic() - started
+        console.print(f"  {name}: {timings[name]:.0f} s")
+    page = _html(out, console)
+    _summary(console, json.loads(summary_path.read_text()), out, page, sum(timings.values()))
+    return 0
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path):
+    """The kernels' own stderr (start-up warnings) goes to a file; errors in cells are in the notebooks."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _html(out: Path, console) -> Path | None:
+    """One HTML page of the executed notebooks: self-contained, secrets removed (kit.report)."""
+    paths = [out / f"{name}.ipynb" for name in NOTEBOOKS]
+    target = out / "investigation.html"
+    from .report import build_report
+
+    result = build_report([str(p) for p in paths], str(target), title="The incident, investigated")
+    console.print(f"  one page of all five: {target} ({result.bytes / 1e6:.1f} MB; {result.summary()})",
+                  markup=False, soft_wrap=True)
+    return target
+
+
+def _summary(console, data: dict, out: Path, page: Path | None, seconds: float) -> None:
+    steps = data["steps"]
+
+    def say(text: str = "") -> None:
+        console.print(text, soft_wrap=True, markup=False)
+
+    say()
+    say(f"The symptom: {data['before_tok_s']:.1f} tok/s per request, against a baseline of "
+        f"{data['baseline_tok_s']:g}.")
+    say("The causes, found in the source of the server's own sglang:")
+    for step in steps[1:]:
+        say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or 'see the notebook'}")
+    say("The fixes, one at a time, each measured against the launch before it:")
+    for step in steps[1:]:
+        c = step["vs_previous"]
+        say(f"  - {', '.join(step['changes'])}: {step['rate_tok_s']:.1f} tok/s, {c['diff']:+.1f} tok/s, "
+            f"{c['confidence']:.0%} CI [{c['ci_low']:+.1f}, {c['ci_high']:+.1f}]: {c['verdict']}")
+    if data.get("ceiling_tok_s"):
+        say(f"After: {data['after_tok_s']:.1f} tok/s, {data['after_tok_s'] / data['ceiling_tok_s']:.0%} of the "
+            f"single-stream roofline; the symptom is {'gone' if data['symptom_gone'] else 'still there'}.")
+    say("(On the lab the fixed launch's speed is an assumption of its throughput model: the incident reports no "
+        "number for it.)")
+    say()
+    say(f"Executed notebooks: {out}/ (00-04, {seconds:.0f} s in all)" + (f"; one page: {page}" if page else ""))
+    say("Open them in JupyterLab with `make lab` (it starts the lab too).")
+
+
+# --------------------------------------------------------------------------- the rule in the source
 
 
 def mark_rules(snippet: SourceSnippet, pattern: str = r"is_multimodal\b") -> list[int]:
@@ -61,11 +170,24 @@ def _incident_snapshot(version: str):
     return parse_log(record["server_args_line"]), record["made_by"]
 
 
-def _explain_resolved(console, tree, snapshot, made_by):
-    """Evaluate every rule against the incident's resolved arguments (or, for a version without a
-    recorded launch, the defaults); the explanation."""
+def source(console, version: str, target: str) -> int:
+    from .investigation import way_out
     from .provenance import explain
 
+    prefix = cache_dir() / "demo" / f"sglang-{version}" / "ml-env"
+    with console.status(f"preparing a real sglang {version} source tree (pip download --no-deps)"):
+        package_dir = install_package_source("sglang", version, prefix=str(prefix))
+    with connect(target) as host:
+        tree = SourceTree.at(host, package_dir)
+        console.print(f"[bold]target[/]: {host.name}   [bold]sglang[/]: {tree.version}   [bold]package[/]: {tree.root}")
+        snippet = tree.function(FUNCTION)
+        marked = mark_rules(snippet)
+        console.print(snippet)
+    if not marked:
+        console.print(f"[yellow]no multimodal rule found in {FUNCTION} of sglang {tree.version}[/]")
+        return 1
+    label = snippet.marks[marked[0]]
+    snapshot, made_by = _incident_snapshot(tree.version)
     launch = snapshot if snapshot is not None else {"model_path": "/root/models/Qwen3.6-27B"}
     result = explain(tree, "disable_piecewise_cuda_graph", launch, _MODEL)
     if made_by:
@@ -77,67 +199,39 @@ def _explain_resolved(console, tree, snapshot, made_by):
     console.print(result.headline, soft_wrap=True)
     for site in result.fired:
         console.print(f"  [green]fired[/] {site.where}  {site.function}  {site.rule}", soft_wrap=True)
-    return result
-
-
-def _the_way_out(tree, result, snapshot) -> str:
-    """The fix and the pitfall, read from this version's source: the early return that skips the
-    rule, and what sglang says when --language-only is tried instead."""
-    from .provenance import escapes, refusals
-    from .server_args import cli_defaults
-
-    out = []
-    found = escapes(tree, result) if result is not None else []
-    if found:
-        out.append(f"In {tree.version} the way out is {found[0].option} (the early return "
-                   f"`if {found[0].condition}` at {found[0].where}).")
-    if "language_only" in cli_defaults(tree):
-        refused = [r for r in refusals(tree, snapshot or {}, {"language_only": True}, _MODEL) if r.status == "fired"]
-        if refused:
-            out.append(f"--language-only is not it: in {tree.version} sglang refuses it at startup "
-                       f"({refused[0].where}: \"{refused[0].message}\").")
-    return " ".join(out)
+    console.print(
+        f"\n[bold]{label}[/] at {snippet.path}:{marked[0]}-{marked[-1]}: a model whose architecture SGLang "
+        "counts as multimodal (Qwen3_5ForConditionalGeneration, even used text-only) gets "
+        "disable_piecewise_cuda_graph=True with no flag asking for it.", soft_wrap=True)
+    console.print(way_out(tree, result, snapshot, _MODEL).to_text(), soft_wrap=True, markup=False)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kit.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", default="0.5.11", help="sglang release to lay out (default: 0.5.11)")
-    parser.add_argument("--target", default="local", help="where the box is (default: local)")
+    parser.add_argument("what", nargs="?", default="story", choices=("story", "source"),
+                        help="story: notebooks 00-04 against the lab (default); source: the rule in the source")
+    parser.add_argument("--target", default="lab", help="story: where the server is (default: lab); "
+                                                       "source: where to lay out the tree (default: local)")
+    parser.add_argument("--out", default=str(ROOT / "out"), help="story: where the executed notebooks go (out/)")
+    parser.add_argument("--requests", type=int, default=6, help="story: requests per benchmark (default 6)")
+    parser.add_argument("--max-tokens", type=int, default=96, help="story: tokens per request (default 96)")
+    parser.add_argument("--ssh-config", default=None, help="story: ssh config for an SSH target")
+    parser.add_argument("--port", type=int, default=0, help="story: the server's port when the box runs several")
+    parser.add_argument("--version", default="0.5.11", help="source: sglang release to lay out (default: 0.5.11)")
     args = parser.parse_args(argv)
 
     from rich.console import Console
 
     console = Console(highlight=False)
     try:
-        prefix = cache_dir() / "demo" / f"sglang-{args.version}" / "ml-env"
-        with console.status(f"preparing a real sglang {args.version} source tree (pip download --no-deps)"):
-            package_dir = install_package_source("sglang", args.version, prefix=str(prefix))
-        with connect(args.target) as host:
-            tree = SourceTree.at(host, package_dir)
-            console.print(
-                f"[bold]target[/]: {host.name}   [bold]sglang[/]: {tree.version}   "
-                f"[bold]package[/]: {tree.root}"
-            )
-            snippet = tree.function(FUNCTION)
-            marked = mark_rules(snippet)
-            console.print(snippet)
+        if args.what == "source":
+            return source(console, args.version, "local" if args.target == "lab" else args.target)
+        return story(console, args.target, Path(args.out), args.requests, args.max_tokens, args.ssh_config,
+                     args.port)
     except KitError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {exc}", markup=True)
         return 2
-    if not marked:
-        console.print(f"[yellow]no multimodal rule found in {FUNCTION} of sglang {tree.version}[/]")
-        return 1
-    label = snippet.marks[marked[0]]
-    snapshot, made_by = _incident_snapshot(tree.version)
-    result = _explain_resolved(console, tree, snapshot, made_by)
-    console.print(
-        f"\n[bold]{label}[/] at {snippet.path}:{marked[0]}-{marked[-1]}: a model whose architecture SGLang "
-        "counts as multimodal (Qwen3_5ForConditionalGeneration, even used text-only) gets "
-        "disable_piecewise_cuda_graph=True with no flag asking for it.", soft_wrap=True)
-    way_out = _the_way_out(tree, result, snapshot)
-    if way_out:
-        console.print(way_out, soft_wrap=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["ProgressWidget", "ab_comparison", "in_notebook", "rate_distribution", "timeline"]
+__all__ = ["ProgressWidget", "ab_comparison", "filtered_table", "in_notebook", "rate_distribution", "steps_chart",
+           "timeline"]
 
 _OK, _FAILED, _WAIT = "#1f77b4", "#d62728", "#bbbbbb"
 
@@ -131,4 +132,47 @@ def ab_comparison(comparison: Any) -> Any:
                       title=f"B - A = {c.diff:+.3f} tok/s ({c.rel_diff:+.2%}), "
                             f"{c.confidence:.0%} CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]")
     fig.update_xaxes(title_text="tok/s", row=1, col=2)
+    return fig
+
+
+def filtered_table(frame: Any, column: str, *, start: str | None = None, title: str = "") -> Any:
+    """A table with a drop-down that shows only the rows of one value of ``column`` (or all of them)."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    values = ["(all)"] + sorted(str(v) for v in frame[column].dropna().unique())
+    choice = widgets.Dropdown(options=values, value=start if start in values else "(all)",
+                              description=column, layout=widgets.Layout(width="320px"))
+    count = widgets.Label()
+    out = widgets.Output()
+
+    def show(change=None) -> None:
+        rows = frame if choice.value == "(all)" else frame[frame[column].astype(str) == choice.value]
+        count.value = f"{len(rows)} of {len(frame)} rows"
+        out.clear_output(wait=True)
+        with out:
+            display(rows.style.hide(axis="index") if hasattr(rows, "style") else rows)
+
+    choice.observe(show, names="value")
+    show()
+    header = [widgets.HTML(f"<b>{title}</b>")] if title else []
+    return widgets.VBox([*header, widgets.HBox([choice, count]), out])
+
+
+def steps_chart(validation: Any) -> Any:
+    """Decode tok/s per request at each step of a validation, with the baseline and the ceiling as lines."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for r in validation.results:
+        name = "as found" if r.step is None else f"+ {r.step.title}"
+        rates = [x.decode_tok_s for x in r.run.results if x.ok and x.decode_tok_s is not None]
+        fig.add_trace(go.Box(y=rates, name=name[:48], boxpoints="all", jitter=0.4, pointpos=0, boxmean=True,
+                             hovertemplate="%{y:.2f} tok/s<extra></extra>"))
+    if validation.baseline_tok_s:
+        fig.add_hline(y=validation.baseline_tok_s, line_dash="dash", annotation_text="baseline")
+    if validation.ceiling_tok_s:
+        fig.add_hline(y=validation.ceiling_tok_s, line_dash="dot", annotation_text="roofline")
+    fig.update_layout(title="Decode tok/s per request, one fix at a time", yaxis_title="tok/s",
+                      showlegend=False, template="plotly_white")
     return fig

@@ -32,6 +32,7 @@
 # %%
 import kit.lab
 from kit.lab import find_target_server
+from kit.report import build_report
 from kit.target import connect, discover, inventory
 
 # %% tags=["parameters"]
@@ -39,6 +40,8 @@ target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/confi
 ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+notebook_file: str = "00_connect.ipynb"  # this notebook as saved (or as papermill writes it), for the report
+share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "00_connect.html" ("": do not)
 
 # %% [markdown]
 # ## 1. Connect
@@ -107,3 +110,15 @@ print("\n".join(server.log_tail(12)))
 # calibrated to the incident's single-stream numbers (35-40 tok/s for the new launch, 50-57 tok/s with 3
 # speculative steps). The 66-72 tok/s of the fixed launch is an **assumption**: the incident reports
 # no final number for it. The first line of the lab's log says the same.
+
+# %% [markdown]
+# ## Share
+#
+# To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
+# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
+# `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
+
+# %%
+if share_to:
+    print(build_report([notebook_file], share_to).summary())

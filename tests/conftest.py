@@ -4,6 +4,8 @@
 - ``sshd_factory``: start more of them, e.g. with a given host key or on a given port.
 - ``sshd_other_hostkey``: an sshd whose host key differs from what a known_hosts file says.
 - ``sglang_source``: the package directory of real sglang source for a pinned version.
+- ``_dryrun_workers`` (automatic): warm dry-run workers started by any test live in a
+  temporary run directory and are stopped at the end of the session.
 """
 
 from __future__ import annotations
@@ -395,6 +397,23 @@ def sglang_source(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], s
         return installed[version]
 
     return get
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _dryrun_workers(tmp_path_factory):
+    """Tests that reach the dry-run (lab, witness, doctor) start warm workers: keep them out of the
+    user's run directory, and stop them when the session ends."""
+    run_dir = tmp_path_factory.mktemp("dryrun-run")
+    saved = os.environ.get("SGL_KIT_DRYRUN_RUN_DIR")
+    os.environ["SGL_KIT_DRYRUN_RUN_DIR"] = str(run_dir)
+    yield run_dir
+    from kit.dryrun import stop_workers
+
+    stop_workers()
+    if saved is None:
+        os.environ.pop("SGL_KIT_DRYRUN_RUN_DIR", None)
+    else:
+        os.environ["SGL_KIT_DRYRUN_RUN_DIR"] = saved
 
 
 @pytest.fixture(scope="session")

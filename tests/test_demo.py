@@ -1,4 +1,7 @@
-"""`make demo` runs `python -m kit.demo`: it must show the rule, that it fired, and the fix of that version."""
+"""`python -m kit.demo source`: the rule in a real sglang source, that it fired, and the fix of that version.
+
+The story (`make demo`: notebooks 00-04 against the lab) runs over SSH in tests/test_notebooks.py.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import sys
 
 def _demo(*args: str, columns: int = 80) -> str:
     env = {**os.environ, "COLUMNS": str(columns)}
-    proc = subprocess.run([sys.executable, "-m", "kit.demo", *args], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-m", "kit.demo", "source", *args], capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -23,7 +26,7 @@ def test_demo_marks_rule_8_and_reports_it_fired():
     # The fix comes from the source of this version: the early return at the top of the method.
     assert ("In 0.5.11 the way out is --enforce-piecewise-cuda-graph (the early return "
             "`if self.enforce_piecewise_cuda_graph` at srt/server_args.py:1196).") in out
-    assert ("--language-only is not it: in 0.5.11 sglang refuses it at startup (srt/server_args.py:3809: "
+    assert ("--language-only is not it: sglang 0.5.11 refuses it at startup (srt/server_args.py:3809: "
             "\"requires at least one encoder urls to be set via --encoder-urls\").") in out
 
 

@@ -6,6 +6,7 @@ The incident itself, resolved by the real sglang 0.5.11 code, is in test_dryrun_
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 import kit.dryrun as dryrun
 from kit.cli import build_parser
-from kit.dryrun import _env, _inside
+from kit.dryrun import _env, _inside, _requirements
 from kit.dryrun._result import Change, LogMessage, attach_messages, build_changes, in_place_changes
 from kit.dryrun._run import _prepare
 from kit.errors import KitError, ModelConfigError
@@ -61,7 +62,10 @@ def test_probe_answers_follow_the_profile():
     assert h100["is_sm90_supported"] and h100["is_hopper_with_cuda_12_3"] and not h100["is_sm100_supported"]
     old_cuda = dict(dryrun.gpu_profile("h100").probe_request(), cuda_version="12.2")
     assert not _inside.probe_answers(old_cuda)["is_sm90_supported"]  # sglang also wants CUDA >= 12.3
-    assert set(a6000) == set(_inside.PROBES)
+    assert set(a6000) == set(_inside.PROBES) | set(_inside.MORE_PROBES)
+    # Newer releases' probes: SM86 is Ampere, so the SM80 family answers yes.
+    assert a6000["is_sm80_supported"] and a6000["is_ampere_with_cuda_12_3"] and not a6000["is_sm110_supported"]
+    assert a6000["get_device_capability"] == (8, 6) and h100["get_device_capability"] == (9, 0)
 
 
 # --------------------------------------------------------------------------- versions and pins
@@ -69,10 +73,22 @@ def test_probe_answers_follow_the_profile():
 
 def test_three_versions_are_supported_and_others_are_refused_clearly():
     assert {"0.5.10.post1", "0.5.11", "0.5.12"} <= set(dryrun.supported_versions())
-    with pytest.raises(dryrun.UnsupportedVersion) as err:
-        dryrun.dry_run("--x", model=CONFIG, sglang="0.4.0")
-    assert "0.4.0" in err.value.message and "0.5.11" in err.value.message
-    assert "Adding an sglang version" in err.value.hint
+    for version in ("0.4.0", "0.5.5", "0.6.0", "0.5.x", "../0.5.11"):
+        with pytest.raises(dryrun.UnsupportedVersion) as err:
+            dryrun.dry_run("--x", model=CONFIG, sglang=version)
+        assert repr(version) in err.value.message and "0.5.11" in err.value.message
+        assert "0.5.6 <= version < 0.6" in err.value.message
+        assert "Adding an sglang version" in err.value.hint
+
+
+def test_versions_from_0_5_6_on_are_best_effort_and_the_pinned_ones_verified():
+    check = _requirements.check_version
+    assert [check(v) for v in ("0.5.10.post1", "0.5.11", "0.5.12")] == ["verified"] * 3
+    assert [check(v) for v in ("0.5.6", "0.5.6.post2", "0.5.9", "0.5.18", "0.5.23")] == ["best-effort"] * 5
+    rows = {row.version: row for row in dryrun.versions()}
+    assert {"0.5.10.post1", "0.5.11", "0.5.12"} <= set(rows)
+    assert all(rows[v].status == "verified" for v in ("0.5.10.post1", "0.5.11", "0.5.12"))
+    assert all(row.state in ("ready", "partial", "not set up") for row in rows.values())
 
 
 @pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.11", "0.5.12"])
@@ -97,6 +113,79 @@ def test_a_missing_environment_says_how_to_make_it(tmp_path, monkeypatch):
         dryrun.dry_run("--speculative-algorithm EAGLE", model=CONFIG, sglang="0.5.11")
     assert "sgl-kit dryrun setup --sglang 0.5.11" in err.value.hint
     assert str(tmp_path) in err.value.message
+
+
+def test_dryrun_versions_lists_status_and_environment(tmp_path):
+    """`sgl-kit dryrun versions` in an empty cache: the verified versions, none set up."""
+    env = dict(os.environ, SGL_KIT_CACHE=str(tmp_path))
+    script = Path(sys.executable).with_name("sgl-kit")
+    proc = subprocess.run([script, "dryrun", "versions"], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["VERSION", "STATUS", "ENVIRONMENT"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:4]}
+    assert set(rows) == {"0.5.10.post1", "0.5.11", "0.5.12"}
+    for version, cells in rows.items():
+        assert cells[:3] == ["verified", "not", "set"], cells
+        assert f"(sgl-kit dryrun setup --sglang {version})" in " ".join(cells)
+    assert "Any other sglang 0.5.x from 0.5.6 on is best-effort" in proc.stdout
+    # A best-effort environment this machine has started on is listed too.
+    (tmp_path / "dryrun" / f"sglang-0.5.18-py311-{_env._fingerprint('0.5.18')}").mkdir(parents=True)
+    proc = subprocess.run([script, "dryrun", "versions", "--json"], capture_output=True, text=True, timeout=60,
+                          env=env)
+    data = {row["version"]: row for row in json.loads(proc.stdout)}
+    assert data["0.5.18"]["status"] == "best-effort" and data["0.5.18"]["state"] == "partial"
+    assert data["0.5.11"] == {**data["0.5.11"], "status": "verified", "state": "not set up", "ready": False}
+
+
+# --------------------------------------------------------------------------- lists made from the wheel
+
+
+def test_the_0_5_23_list_is_made_from_its_wheel_s_own_requirements():
+    """Real metadata of the real wheel (downloaded once with pip --no-deps, then cached)."""
+    made = dryrun.plan("0.5.23")
+    assert made.wheel.startswith("sglang-0.5.23-") and made.wheel.endswith(".whl")
+    names = {_requirements.canonical(r.split(";")[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0])
+             for r in made.requires}
+    # sglang's own pins that the argument code needs are kept exactly as the wheel says.
+    assert {"transformers==5.19.0", "openai==2.8.0", "tokenizers==0.23.2", "compressed-tensors==0.18.0"} <= set(
+        made.keep)
+    assert "msgspec" in made.keep  # ServerArgs is a msgspec Struct from 0.5.2x on
+    assert "apache-tvm-ffi==0.1.11" in made.keep  # sglang.kernels imports tvm_ffi on the way to server_args
+    # GPU-only packages are dropped, each group with its reason.
+    gpu = set(made.dropped_names("gpu"))
+    assert {"sglang-kernel", "flashinfer-python", "cuda-python", "nvidia-cutlass-dsl", "sgl-deep-gemm",
+            "torch-memory-saver", "torchaudio", "torchcodec", "torchvision", "tilelang"} <= gpu
+    assert {"fastapi", "uvicorn", "datasets", "scipy", "outlines", "numba"} <= set(made.dropped_names("serving"))
+    reasons = {d.group: d.reason for d in made.dropped}
+    assert "GPU" in reasons["gpu"] and "ServerArgs.__post_init__" in reasons["serving"]
+    # torch: sglang pins a CUDA build; the CPU build stands in.
+    (torch,) = [d for d in made.dropped if d.group == "torch"]
+    assert torch.requirement == "torch==2.14.1" and "2.13.0" in torch.reason and made.torch == "2.13.0"
+    # What comes with a dropped package but is imported on the argument path is added back.
+    assert set(made.added) == {"starlette", "dill"} and "fastapi" in made.added["starlette"]
+    assert set(made.stubbed) == {"triton", "torchvision"}  # sgl_kernel: up to 0.5.9 only
+    assert rules_stubs("0.5.6") == ["triton", "torchvision", "sgl_kernel"] and rules_stubs("0.5.11") == [
+        "triton", "torchvision"]
+    # Every requirement is accounted for exactly once.
+    kept = {_requirements.canonical(k.split("=")[0].split("<")[0].split(">")[0]) for k in made.keep}
+    assert kept - set(made.added) | set(made.dropped_names()) == names
+    assert not (kept & set(made.dropped_names()))
+    header = "\n".join(made.header())
+    assert "dropped (gpu: " in header and "stand-in for `import triton`" in header and "added starlette" in header
+
+
+def rules_stubs(version: str) -> list[str]:
+    return dryrun.load_rules().stubs_for(version)
+
+
+def test_rules_name_the_package_behind_a_failed_import():
+    rules = dryrun.load_rules()
+    assert rules.dropped_by("nvidia-nccl-cu13") == "gpu" and rules.dropped_by("sgl_kernel") == "gpu"
+    assert rules.dropped_by("transformers") is None and rules.dropped_by("uvloop") == "serving"
+    assert rules.package_for_module("PIL.Image") == "pillow" and rules.package_for_module("tvm_ffi") == "apache-tvm-ffi"
+    assert rules.package_for_module("starlette.responses") == "starlette"
+    assert rules.covers("0.5.6") and rules.covers("0.5.23") and not rules.covers("0.5.5.post3")
 
 
 # --------------------------------------------------------------------------- preparing a launch
@@ -241,7 +330,7 @@ def test_setup_fails_naming_the_step_and_package_and_resumes_from_markers(tmp_pa
     (data / "requirements-9.9.9.txt").write_text("torch==2.13.0\nsix==1.17.0\n")
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    monkeypatch.setattr(_env, "DATA_DIR", data)
+    monkeypatch.setattr(_requirements, "DATA_DIR", data)
     monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))

@@ -41,6 +41,18 @@ def _recorded_command(name: str):
     return args
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _own_workers(tmp_path_factory):
+    """Dry-runs go to a warm worker by default: this module's live in its own run directory, stopped after."""
+    from kit.dryrun._worker import RUN_DIR_ENV
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv(RUN_DIR_ENV, str(tmp_path_factory.mktemp("dryrun-run")))
+    yield
+    dryrun.stop_workers()
+    patch.undo()
+
+
 @pytest.fixture(scope="module")
 def incident(env_0511) -> dict[str, dryrun.DryRunResult]:
     commands = {name: _recorded_command(name) for name in SNAPSHOTS}

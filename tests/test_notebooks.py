@@ -1,5 +1,7 @@
 """Every notebook runs with papermill against the lab on a box reached over real SSH (docs/architecture.md, "Where to add things").
 
+The guided notebooks 00-04 run through `python -m kit.demo`, as `make demo` runs them.
+
 The sshd fixture is the "remote": the lab is started there with `Lab(host).up()` (python3
 only on that side; the kit travels as a wheel), in its own directory and on a free port.
 Executed copies go to the git-ignored notebooks/_executed/. The structure rules of §6
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +24,7 @@ NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = NOTEBOOKS / "_executed"
 PATHS = sorted(p for p in NOTEBOOKS.rglob("*.ipynb") if "_executed" not in p.parts and ".ipynb_checkpoints" not in p.parts)
 IDS = [str(p.relative_to(NOTEBOOKS)) for p in PATHS]
+GUIDED = ["00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate"]
 
 
 def _cells(path: Path) -> list[dict]:
@@ -32,7 +36,7 @@ def _source(cell: dict) -> str:
 
 
 def test_there_are_notebooks():
-    assert "00_connect.ipynb" in IDS and "templates/investigation.ipynb" in IDS
+    assert {f"{n}.ipynb" for n in GUIDED} <= set(IDS) and "templates/investigation.ipynb" in IDS
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
@@ -72,6 +76,17 @@ def test_exactly_one_parameters_cell_of_typed_literals_with_comments(path):
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
+def test_no_cell_defines_a_function_or_class(path):
+    """Notebooks hold prose and calls: what they compute lives in kit/, where it is tested."""
+    for cell in _cells(path):
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse(_source(cell))):
+            assert not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)), (
+                f"{path.name}: a {type(node).__name__} in a cell; move it to kit/")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_each_notebook_is_paired_with_its_py_percent_file(path):
     import jupytext
 
@@ -83,30 +98,136 @@ def test_each_notebook_is_paired_with_its_py_percent_file(path):
 
 
 # -- execution over SSH -------------------------------------------------------------------------------
+#
+# `python -m kit.demo` (what `make demo` runs) executes 00-04 in order against the lab on the test
+# sshd's box, over real SSH, as a user would; the tests below read what it wrote. The template runs
+# on its own.
+
+
+@pytest.fixture(scope="module")
+def story(remote_lab, sshd, tmp_path_factory):
+    out = tmp_path_factory.mktemp("story")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "kit.demo", "--target", sshd.alias, "--ssh-config",
+                           str(sshd.ssh_config), "--port", str(remote_lab.port), "--out", str(out),
+                           "--requests", "4", "--max-tokens", "64"],
+                          capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(f"notebooks 00-04 over SSH: {time.monotonic() - started:.0f} s")
+    return out, proc.stdout
 
 
 @pytest.mark.ssh
 @pytest.mark.slow
-@pytest.mark.parametrize("path", PATHS, ids=IDS)
-def test_notebook_runs_against_the_lab_over_ssh(path, remote_lab, sshd):
+def test_the_story_runs_every_guided_notebook_in_order(story):
+    out, printed = story
+    for name in GUIDED:
+        assert (out / f"{name}.ipynb").is_file()
+        _outputs(out / f"{name}.ipynb")  # no cell ended in an error
+    assert "The symptom:" in printed and "The causes, found in the source" in printed
+    assert "srt/server_args.py:1230" in printed and "srt/server_args.py:7506" in printed
+    assert (out / "investigation.html").stat().st_size > 10_000
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_each_notebook_shows_what_it_teaches(story, remote_lab):
+    out, _ = story
+    text = {name: "\n".join(_outputs(out / f"{name}.ipynb")) for name in GUIDED}
+    assert f"sglang 0.5.11 at {remote_lab.lab_dir}/ml-env/lib/python3." in text["00_connect"]
+    assert "-m kit.lab.launch_server" in text["00_connect"] and "<HostInventory" in text["00_connect"]
+    assert "tok/s per request (median of 4)" in text["01_symptom"] and "single-stream ceiling" in text["01_symptom"]
+    assert "368 fields" in text["02_config"] and "disable_piecewise_cuda_graph" in text["02_config"]
+    assert "8. Multimodal / VLM models" in text["03_auto_disable"]
+    assert "--enforce-piecewise-cuda-graph" in text["03_auto_disable"]
+    assert "--encoder-urls" in text["03_auto_disable"]
+    assert "Before:" in text["04_fix_and_validate"] and "The symptom is" in text["04_fix_and_validate"]
+    kinds = {name: _kinds(out / f"{name}.ipynb") for name in GUIDED}
+    assert "application/vnd.plotly.v1+json" in kinds["01_symptom"] and "application/vnd.plotly.v1+json" in kinds[
+        "04_fix_and_validate"]
+    assert "application/vnd.jupyter.widget-view+json" in kinds["01_symptom"]  # the progress bar
+    assert "application/vnd.jupyter.widget-view+json" in kinds["02_config"]  # the origin filter
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_the_conclusion_of_04_comes_from_its_runs(story):
+    from kit.bench import BenchRun, compare
+
+    out, _ = story
+    data = json.loads((out / "validation.json").read_text())
+    conclusion = "\n".join(_outputs(out / "04_fix_and_validate.ipynb"))
+    previous = None
+    for step in data["steps"]:
+        run = BenchRun.load(step["run"])
+        rate = float(run.summary().loc["decode_tok_s", "median"])
+        assert rate == pytest.approx(step["rate_tok_s"])
+        assert f"{rate:.1f} tok/s" in conclusion
+        if previous is not None:
+            c = compare(previous, run)  # the same bootstrap (seeded): the same interval
+            assert (c.ci_low, c.ci_high, c.verdict) == pytest.approx(
+                (step["vs_previous"]["ci_low"], step["vs_previous"]["ci_high"], step["vs_previous"]["verdict"]))
+            assert f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {c.verdict}" in conclusion
+        previous = run
+    gone = data["after_tok_s"] >= 0.9 * data["baseline_tok_s"]
+    assert data["symptom_gone"] is gone
+    assert f"The symptom is {'gone' if gone else 'still there'}" in conclusion
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_the_template_runs_against_the_lab_over_ssh(remote_lab, sshd):
     import papermill
 
-    out = EXECUTED / path.relative_to(NOTEBOOKS)
+    path = NOTEBOOKS / "templates" / "investigation.ipynb"
+    out = EXECUTED / "templates" / "investigation.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
     papermill.execute_notebook(
         str(path), str(out), kernel_name="python3", progress_bar=False, cwd=str(NOTEBOOKS),
         parameters={"target": sshd.alias, "ssh_config": str(sshd.ssh_config), "server_port": remote_lab.port},
         execution_timeout=120,
     )
-    seconds = time.monotonic() - started
     text = "\n".join(_outputs(out))
     assert "<ServerProcess lab 0.5.11" in text and f"on {remote_lab.host}" in text
-    if path.name == "00_connect.ipynb":
-        assert f"sglang 0.5.11 at {remote_lab.lab_dir}/ml-env/lib/python3." in text
-        assert "-m kit.lab.launch_server" in text and "The server is fired up and ready to roll!" in text
-        assert "<HostInventory" in text
-    print(f"{path.name}: papermill over SSH in {seconds:.1f} s")
+
+
+@pytest.mark.slow
+def test_a_slower_fix_changes_the_conclusion(tmp_path, monkeypatch):
+    """A lab whose scenario gives the piecewise graph no speed-up: 04 must say so, from its runs."""
+    import papermill
+    import yaml
+    from _lab_support import free_port
+
+    from kit.lab.control import Lab
+
+    scenario = yaml.safe_load((ROOT / "kit" / "data" / "scenarios" / "incident.yaml").read_text())
+    verify = scenario["decode"]["target_verify_ms"]
+    verify["piecewise_cuda_graph_on"] = verify["piecewise_cuda_graph_off"]  # the flag buys nothing here
+    path = tmp_path / "no-gain.yaml"  # written by the test: the incident's scenario with one number changed
+    path.write_text(yaml.safe_dump(scenario))
+    monkeypatch.setenv("SGL_KIT_LAB_DIR", str(tmp_path / "lab"))
+    monkeypatch.setenv("SGL_KIT_LAB_DRYRUN", "0")
+    lab = Lab()
+    lab.up(variant="new", port=free_port(), scenario=str(path))
+    try:
+        out = tmp_path / "04.ipynb"
+        summary = tmp_path / "validation.json"
+        papermill.execute_notebook(str(NOTEBOOKS / "04_fix_and_validate.ipynb"), str(out), kernel_name="python3",
+                                   progress_bar=False, cwd=str(NOTEBOOKS), execution_timeout=300,
+                                   parameters={"requests": 4, "max_tokens": 64, "summary_path": str(summary)})
+    finally:
+        lab.down()
+    data = json.loads(summary.read_text())
+    steps = {s["finding"]: s for s in data["steps"][1:]}
+    assert steps["speculative-steps-low"]["vs_previous"]["verdict"] == "improved"
+    assert steps["prefill-cuda-graph-off"]["vs_previous"]["verdict"] != "improved"
+    assert data["symptom_gone"] is False
+    conclusion = "\n".join(_outputs(out))
+    assert "The symptom is still there" in conclusion
+
+
+def _kinds(path: Path) -> set[str]:
+    return {kind for cell in _cells(path) for out in cell.get("outputs", []) for kind in out.get("data", {})}
 
 
 def _outputs(path: Path) -> list[str]:

@@ -15,21 +15,24 @@ becomes ``Unknown`` with a reason an engineer can act on.
 
 from .environment import Environment
 from .evaluator import Evaluator, NotConstant, constant, constant_named, plain_constant
-from .fields import class_fields
+from .fields import built_attribute, class_fields
 from .modules import ModuleInfo, Modules, dotted, modules_for, param_names
 from .scope import Env, Scope, Thunk, const
-from .values import Unknown, has_unknown, render, truth, unknown
+from .values import Members, Partial, Unknown, has_unknown, render, truth, unknown
 
 __all__ = [
     "Env",
     "Environment",
     "Evaluator",
+    "Members",
     "ModuleInfo",
     "Modules",
     "NotConstant",
+    "Partial",
     "Scope",
     "Thunk",
     "Unknown",
+    "built_attribute",
     "class_fields",
     "const",
     "constant",

@@ -28,6 +28,7 @@ from .values import (
     Args,
     Cfg,
     ClassRef,
+    EnumMember,
     External,
     FuncRef,
     ModelCfg,
@@ -48,7 +49,8 @@ class Evaluator(Statements):
     used for a field the log does not have; ``shadowed`` names fields whose logged value
     must not be used (the flag being explained: the log has only its final value);
     ``initial`` gives such a field's value at launch, ``{name: (value, how)}``, when the
-    launch command is known; ``environ`` is the server's environment, for ``envs.X.get()``.
+    launch command is known; ``environ`` is the server's environment, for ``envs.X.get()``;
+    ``probes`` answers hardware probes by name (``{"is_cuda": True}``) when the caller knows the GPU.
     """
 
     def __init__(
@@ -61,8 +63,11 @@ class Evaluator(Statements):
         environ: Environment | None = None,
         initial: Mapping | None = None,
         parameters: Mapping | None = None,
+        probes: Mapping | None = None,
     ) -> None:
         self.modules = modules
+        # Answers to hardware probes the caller knows ({"is_cuda": True}); the others stay unknown.
+        self.probes = dict(probes or {})
         # Values of named function parameters, for a caller that knows them (model_arch="Qwen3_5...").
         self.parameters = dict(parameters or {})
         self.registry: dict[int, Cfg] = {}
@@ -177,6 +182,8 @@ class Evaluator(Statements):
         for stmt in ref.node.body:
             for bound, node in bound_names(stmt):
                 if bound == name:
+                    if isinstance(node, (ast.Assign, ast.AnnAssign)) and _is_auto(node.value) and _is_enum(ref.node):
+                        return EnumMember(ref.node.name, name)
                     if isinstance(node, (ast.Assign, ast.AnnAssign)):
                         return self.ev(node.value, Env({}, Scope(ref.module, ref.node, class_body=True)))
                     if isinstance(node, ast.FunctionDef):
@@ -268,6 +275,17 @@ class Evaluator(Statements):
 
 
 # --------------------------------------------------------------------------- constants
+
+
+def _is_auto(value: ast.AST | None) -> bool:
+    return isinstance(value, ast.Call) and not value.args and (
+        (isinstance(value.func, ast.Name) and value.func.id == "auto")
+        or (isinstance(value.func, ast.Attribute) and value.func.attr == "auto"))
+
+
+def _is_enum(cls: ast.ClassDef) -> bool:
+    names = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in cls.bases]
+    return any(n in ("Enum", "IntEnum", "StrEnum", "IntFlag", "Flag") for n in names)
 
 
 def _annotation(func: ast.AST, name: str) -> str:

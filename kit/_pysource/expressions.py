@@ -20,6 +20,7 @@ from .values import (
     ClassRef,
     External,
     FuncRef,
+    Members,
     ModelCfg,
     ModuleRef,
     OriginList,
@@ -168,6 +169,14 @@ class Expressions:
             )
 
     def _membership(self, item, container, positive: bool, node: ast.AST):
+        if isinstance(container, Members):
+            if has_unknown(item):
+                return unknown(short(node), "searches for an unknown value")
+            found = container.contains(item)
+            if isinstance(found, Unknown):
+                return found
+            self.note(f"{render(item)} is {'' if found else 'not '}in {container.label}")
+            return found if positive else not found
         if isinstance(container, Cfg):
             found = container.has(item) if isinstance(item, str) else False
         elif isinstance(container, (list, tuple, set, frozenset, dict, str)):
@@ -309,7 +318,17 @@ class Expressions:
             return self._accessor(name, args or [])
         if args is None or any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]):
             return None
-        return unknown(f"{name}()", why_call(name))
+        given = self.probe(name)
+        return given if given is not NO_PROBE else unknown(f"{name}()", why_call(name))
+
+    def probe(self, name: str):
+        """The value given for a hardware probe (``is_cuda``), with a note; NO_PROBE when none was given."""
+        probes = getattr(self, "probes", None) or {}
+        for key in (name, name.rsplit(".", 1)[-1]):
+            if key in probes and PROBE.search(key):
+                self.note(f"{key}() = {probes[key]!r} (given: the server's hardware)")
+                return probes[key]
+        return NO_PROBE
 
     def _shadowed_name(self, name: str, env: Env) -> bool:
         return name in env.vars or name in env.scope.module.bindings
@@ -408,6 +427,10 @@ class Expressions:
         self.note(f"{what} is in {src.label}")
 
     def _method_call(self, owner, name: str, node: ast.Call, env: Env):
+        if isinstance(owner, (Unknown, External)) and not node.args:
+            given = self.probe(dotted(node.func))  # current_platform.is_out_of_tree()
+            if given is not NO_PROBE:
+                return given
         if isinstance(owner, Unknown):
             why = why_call(dotted(node.func))
             return owner if why == WHY_DEFAULT else unknown(f"{dotted(node.func)}()", why)
@@ -441,14 +464,18 @@ class Expressions:
         return unknown(f"{dotted(node.func)}()", "a ServerArgs method; not evaluated")
 
     def _one_line_method(self, name: str):
-        """(method, module, class) of a ServerArgs method that only returns an expression of itself."""
+        """(method, module, class) of a ServerArgs method that only returns an expression of itself,
+        after at most a few imports and local assignments (0.5.15 ``_resolved``: import
+        ``resolved_view``, return ``resolved_view(self)``; ``use_mla_backend``)."""
         module = self.modules.get("srt/server_args.py")
         cls = module.cls("ServerArgs") if module is not None else None
         method = method_named(cls, name) if cls is not None else None
         if method is None or len(method.args.args) != 1 or method.args.vararg or method.args.kwarg:
             return None
         body = [b for b in method.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
-        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        if not body or len(body) > 4 or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+            return None
+        if not all(isinstance(b, (ast.Import, ast.ImportFrom, ast.Assign)) for b in body[:-1]):
             return None
         return method, module, cls
 
@@ -466,6 +493,11 @@ class Expressions:
             special = self._accessor(name, args or [])
             if special is not None:
                 return special
+            given = self.probe(name) if not args else NO_PROBE
+            if given is not NO_PROBE:
+                return given
+            if not args and PROBE.search(name):  # is_cuda(): the answer is the hardware's, not the code's
+                return unknown(label, why_call(name))
         if isinstance(callee, Unknown):
             return callee
         if isinstance(callee, FuncRef):
@@ -561,6 +593,9 @@ class Expressions:
 
 
 MAX_DEPTH = 12
+
+
+NO_PROBE = object()  # Expressions.probe(): no value was given for this probe
 
 
 MAX_SEQ = 4096

@@ -95,6 +95,34 @@ class OriginList(list):
         return f"{self.name} ({self.where})"
 
 
+class Partial(dict):
+    """An object of the source known only in part (`cuda_graph_config` at one point of the
+    resolution: its prefill backend, nothing else); other attributes are unknown, for `why`."""
+
+    def __init__(self, data: Mapping, why: str, note: str = "") -> None:
+        super().__init__(data)
+        self.why = why
+        self.note = note  # what the evaluator says when the object is read
+
+
+class Members:
+    """A set known only for some items (`_cuda_graph_config_locked`: whether ("prefill", "backend")
+    is in it); membership of any other item is unknown, for `why`."""
+
+    def __init__(self, known: Mapping, label: str, why: str) -> None:
+        self.known = dict(known)  # item -> True / False / Unknown
+        self.label = label
+        self.why = why
+
+    def contains(self, item):
+        if item in self.known:
+            return self.known[item]
+        return unknown(f"{render(item)} in {self.label}", self.why)
+
+    def __repr__(self) -> str:
+        return f"<{self.label}>"
+
+
 class Cfg:
     """A config.json mapping read by attribute, as transformers' PretrainedConfig is."""
 
@@ -110,7 +138,8 @@ class Cfg:
         if name not in self.data:
             if default:
                 return default[0]
-            return unknown(f"{self.label}.{name}", "not in the file (transformers may supply a default)")
+            why = getattr(self.data, "why", None) or "not in the file (transformers may supply a default)"
+            return unknown(f"{self.label}.{name}", why)
         return wrap(self.data[name], f"{self.label}.{name}", self._registry)
 
     def __repr__(self) -> str:
@@ -131,7 +160,7 @@ def wrap(value, label: str, registry: dict[int, Cfg]):
         if key not in registry:
             registry[key] = Cfg(value, label, registry)
         return registry[key]
-    if isinstance(value, PLAIN) or isinstance(value, (Cfg, Unknown)):
+    if isinstance(value, PLAIN) or isinstance(value, (Cfg, Unknown, Members, EnumMember)):
         return value
     return opaque_value(value, label)
 
@@ -145,6 +174,17 @@ def opaque_value(value, label: str):
         except (ValueError, SyntaxError):
             pass
     return unknown(label, f"logged as {str(text or value)[:50]!r}, not a value the kit can compare")
+
+
+@dataclass(frozen=True)
+class EnumMember:
+    """``X = auto()`` in an Enum: no value the source states, but equal only to itself."""
+
+    cls: str
+    name: str
+
+    def __repr__(self) -> str:
+        return f"{self.cls}.{self.name}"
 
 
 @dataclass
@@ -190,7 +230,10 @@ class Args:
         if name in ev.shadowed:
             if name in ev.initial:
                 value, how = ev.initial[name]
-                ev.note(f"{name} is {value!r} at launch ({how})")
+                if isinstance(value, (Partial, Members)):
+                    ev.note(how)  # a value at one point of the resolution, said in full
+                else:
+                    ev.note(f"{name} is {value!r} at launch ({how})")
                 return wrap(value, f"server_args.{name}", ev.registry)
             return unknown(name, "is the flag being explained; the log has only its final value")
         if name in self.values:

@@ -10,7 +10,8 @@ with ``python -c`` (or, for the helper, over the helper's stdin) and reads the a
 - ``locate.py``: where a package is installed and which version it is.
 - ``processes.py``: the SGLang server processes in ``/proc`` (``kit.target.discover``).
 - ``inventory.py``: OS, CPUs, memory and GPUs (``kit.target.inventory``).
-- ``lab_agent.py``: prepares, starts and stops the lab on its host (``kit.lab``).
+- ``lab_agent.py``: prepares, starts and stops the lab on its host (``kit.lab``), and restarts a
+  server with new flags when a person asks (``kit.investigation.relaunch``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ host, locally or over SSH, so it uses the standard library only and stays compat
 old Python 3 versions. It prints one line, ``KIT-RESULT <json>``. Nothing here knows about SGLang flags:
 the kit decides what to launch; the agent makes the box look like the incident's
 (``ml-env`` with the real sglang source, ``models/``, ``logs/server.log``) and keeps
-track of the one server it started.
+track of the one server it started. ``relaunch`` restarts a server process it is pointed at
+with a new argv (the guided validation, when a person asks for it).
 """
 
 import hashlib
@@ -224,14 +225,7 @@ def port_taken(host, port):
 
 
 def log_tail(lab, lines=30):
-    path = os.path.join(lab, "logs", "server.log")
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            fh.seek(max(0, fh.tell() - 65536))
-            return fh.read().decode("utf-8", "replace").splitlines()[-lines:]
-    except OSError:
-        return []
+    return file_tail(os.path.join(lab, "logs", "server.log"), lines)
 
 
 def status(lab):
@@ -259,7 +253,8 @@ def op_start(args):
                 "holder": port_holder(port)}
     proc = launch(lab, args["argv"], args.get("env") or {})
     state = {"pid": proc.pid, "start_ticks": proc_start_ticks(proc.pid), "argv": args["argv"], "host": host,
-             "port": port, "started_at": time.time(), "label": args.get("label")}
+             "port": port, "started_at": time.time(), "label": args.get("label"),
+             "scenario": (args.get("env") or {}).get("SGL_KIT_LAB_SCENARIO")}
     with open(os.path.join(lab, "run", "server.json"), "w") as fh:
         json.dump(state, fh)
     with open(os.path.join(lab, "run", "server.pid"), "w") as fh:
@@ -378,8 +373,56 @@ def op_stop(args):
     return {"outcome": "stopped" if graceful else "killed", "lab_dir": lab, "pid": state["pid"]}
 
 
+def op_relaunch(args):
+    """Restart one server process with a new argv, the way it ran, and wait for /health.
+
+    ``{"pid", "argv", "cwd", "env", "log", "host", "port", "stop_timeout", "timeout"}``: SIGTERM
+    the pid (SIGKILL after stop_timeout), wait for the port to be free, start argv with nohup in
+    a new session in cwd, with this environment plus ``env``, appending to ``log``; then poll
+    /health. For a server the kit did not start, run only when a person asked for it.
+    """
+    host, port = args.get("host") or "127.0.0.1", int(args["port"])
+    if not stop_pid(int(args["pid"]), float(args.get("stop_timeout", 60))):
+        return {"outcome": "not-stopped", "pid": args["pid"]}
+    deadline = time.monotonic() + 30
+    while port_taken(host, port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = args.get("log")
+    env = dict(os.environ)
+    env.update(args.get("env") or {})
+    nohup = shutil.which("nohup")
+    sink = open(log, "ab") if log else open(os.devnull, "wb")
+    try:
+        proc = subprocess.Popen(([nohup] if nohup else []) + list(args["argv"]), stdin=subprocess.DEVNULL,
+                                stdout=sink, stderr=subprocess.STDOUT, cwd=args.get("cwd") or None, env=env,
+                                start_new_session=True)
+    finally:
+        sink.close()
+    deadline = time.monotonic() + float(args.get("timeout", 900))
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            return {"outcome": "exited", "pid": proc.pid, "exit_code": code, "log_tail": file_tail(log)}
+        if healthy(host, port, timeout=2.0):
+            return {"outcome": "started", "pid": proc.pid}
+        time.sleep(0.5)
+    return {"outcome": "timeout", "pid": proc.pid, "log_tail": file_tail(log)}
+
+
+def file_tail(path, lines=30):
+    if not path:
+        return []
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 65536))
+            return fh.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
 OPS = {"info": op_info, "have": op_have, "put": op_put, "prepare": op_prepare, "start": op_start,
-       "stop": op_stop, "status": op_status}
+       "stop": op_stop, "status": op_status, "relaunch": op_relaunch}
 
 
 def main():

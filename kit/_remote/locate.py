@@ -16,7 +16,10 @@ import re
 import sys
 
 MARKER = "KIT-RESULT "
-_VERSION_LINE = re.compile(r"""^\s*(?:__version__|version)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
+# `__version__ = "0.5.6"`, `version: str = "..."`, and setuptools-scm's `__version__ = version = '0.5.9'`.
+VERSION_LINE = re.compile(
+    r"""^[ \t]*(?:(?:__version__|version)[ \t]*(?::[ \t]*str[ \t]*)?=[ \t]*)+['"]([^'"]+)['"]""", re.M)
+VERSION_FILES = ("_version.py", "version.py")
 
 
 def norm(name):
@@ -50,15 +53,21 @@ def metadata_version(dist):
     return None
 
 
+def version_in(text):
+    """The version a ``_version.py`` / ``version.py`` text declares, or None."""
+    match = VERSION_LINE.search(text)
+    return match.group(1) if match else None
+
+
 def file_version(pkg):
-    for rel in ("_version.py", "version.py"):
+    for rel in VERSION_FILES:
         try:
             with open(os.path.join(pkg, rel), errors="replace") as f:
-                match = _VERSION_LINE.search(f.read())
+                found = version_in(f.read())
         except OSError:
             continue
-        if match:
-            return match.group(1), rel
+        if found:
+            return found, rel
     return None, None
 
 

@@ -18,8 +18,11 @@ from .common import emit_json
 
 __all__ = ["add_why_options", "cmd_why_dryrun", "command_line", "register"]
 
-USAGE = "sgl-kit dryrun [setup|run|gpus|versions] --sglang VERSION [--model DIR_OR_CONFIG_JSON] " \
-        "[--gpu GPU] [--tp N] [--env K=V] [--json] [--save FILE] -- SGLANG_FLAGS..."
+DEFAULT_SGLANG = "0.5.11"
+
+USAGE = "sgl-kit dryrun [setup|run|gpus|versions|worker [status|stop]] --sglang VERSION " \
+        "[--model DIR_OR_CONFIG_JSON] [--gpu GPU] [--tp N] [--env K=V] [--cold] [--json] [--save FILE] " \
+        "-- SGLANG_FLAGS..."
 
 DESCRIPTION = """\
 Resolve the server arguments sglang would run with, using sglang's own code, on this
@@ -31,7 +34,14 @@ actions:
   run       (the default) resolve one launch; its flags come after --
   setup     build the dry-run environment for --sglang VERSION (about 1.2 GB, once)
   gpus      list the GPU profiles
-  versions  list the supported sglang versions and whether each is set up
+  versions  list the sglang versions: "verified" (a hand-pinned package list, tested) or
+            "best-effort" (any other 0.5.x from 0.5.6 on: the list is made from the sglang
+            wheel's own requirements), and whether each is set up (--released: every release)
+  worker    the warm workers: `worker status` (the default) or `worker stop [--sglang V]`
+
+A run goes to a warm worker that keeps sglang imported between calls (started on first use,
+it exits after $SGL_KIT_DRYRUN_IDLE seconds idle, default 600); --cold or
+SGL_KIT_DRYRUN_WARM=0 runs a new process instead. Both give the same result.
 
 exit status: 0 resolved, 1 sglang would refuse to start, 2 the kit could not do it.
 """
@@ -48,7 +58,7 @@ examples:
 
 def _launch_options(p: argparse.ArgumentParser, *, for_why: bool) -> None:
     g = p.add_argument_group("dry-run" if for_why else "launch")
-    g.add_argument("--sglang", metavar="VERSION", default="0.5.11", help="sglang release (default: 0.5.11)")
+    g.add_argument("--sglang", metavar="VERSION", default=None, help=f"sglang release (default: {DEFAULT_SGLANG})")
     g.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
                    help="the model's directory or config.json (default: --model-path among the flags)")
     g.add_argument("--gpu", default="a6000", help="GPU profile, see `sgl-kit dryrun gpus` (default: a6000)")
@@ -57,6 +67,9 @@ def _launch_options(p: argparse.ArgumentParser, *, for_why: bool) -> None:
                    help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
     g.add_argument("--install", action="store_true",
                    help="build the dry-run environment first if it is missing")
+    g.add_argument("--cold", action="store_true",
+                   help="run in a new process that imports sglang, not in the warm worker "
+                        "(also: SGL_KIT_DRYRUN_WARM=0)")
     g.add_argument("--torch-wheel", metavar="FILE", help="setup: install torch from this wheel (a CPU build)")
     g.add_argument("--torch-index-url", metavar="URL",
                    help="setup: an index with the CPU build of torch (default: https://download.pytorch.org/whl/cpu, "
@@ -70,8 +83,12 @@ def register(sub) -> None:
     p = sub.add_parser("dryrun", help="resolve sglang's effective args for a launch, without a GPU",
                        usage=USAGE, description=DESCRIPTION, epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", nargs="?", default="run", choices=("run", "setup", "gpus", "versions"))
+    p.add_argument("action", nargs="?", default="run", choices=("run", "setup", "gpus", "versions", "worker"))
+    p.add_argument("worker_action", nargs="?", choices=("status", "stop"), metavar="status|stop",
+                   help="worker: show the warm workers (default) or stop them")
     _launch_options(p, for_why=False)
+    p.add_argument("--released", action="store_true",
+                   help="versions: also list every sglang release in range (asks the package index)")
     p.add_argument("--save", metavar="FILE",
                    help="also write the JSON result to FILE, with the command that made it")
     # SUPPRESS keeps `sgl-kit --json dryrun ...` working: the top-level parser owns the default.
@@ -105,6 +122,11 @@ def _progress(step) -> None:
 
 
 def cmd_dryrun(args) -> int:
+    explicit_version, args.sglang = args.sglang, args.sglang or DEFAULT_SGLANG
+    if args.action == "worker":
+        return _worker(args, explicit_version)
+    if args.worker_action:
+        raise DryRunError(f"`{args.worker_action}` goes with `sgl-kit dryrun worker`, not `{args.action}`")
     action = {"setup": _setup, "gpus": _gpus, "versions": _versions}.get(args.action, _resolve)
     return action(args)
 
@@ -148,15 +170,51 @@ def _gpus(args) -> int:
 
 
 def _versions(args) -> int:
-    from kit.dryrun import environment, supported_versions
+    from kit.dryrun import versions
 
-    rows = [(v, environment(v)) for v in supported_versions()]
+    rows = versions(sizes=True, released=getattr(args, "released", False))
     if getattr(args, "json", False):
-        emit_json([{"version": v, "ready": e.ready, "path": str(e.path)} for v, e in rows])
+        emit_json([row.to_dict() for row in rows])
         return 0
-    for version, env in rows:
-        state = "set up" if env.ready else f"not set up (sgl-kit dryrun setup --sglang {version})"
-        sys.stdout.write(f"{version:<14} {state}\n")
+    sys.stdout.write(f"{'VERSION':<14} {'STATUS':<12} ENVIRONMENT\n")
+    for row in rows:
+        sys.stdout.write(f"{row}\n")
+    sys.stdout.write("verified: a hand-pinned package list, resolved by the tests; best-effort: the list is made "
+                     "from the wheel's own requirements (kit/data/dryrun/rules.yaml).\n"
+                     "Any other sglang 0.5.x from 0.5.6 on is best-effort: sgl-kit dryrun setup --sglang X\n")
+    return 0
+
+
+def _worker(args, version: str | None) -> int:
+    from kit.dryrun import stop_workers, workers
+
+    if args.worker_action == "stop":
+        stopped = stop_workers(version)
+        if getattr(args, "json", False):
+            emit_json([w.to_dict() for w in stopped])
+            return 0
+        for w in stopped:
+            state = "stopped" if w.alive else "was not running (cleaned up)"
+            sys.stdout.write(f"sglang {w.version} worker pid {w.pid}: {state}\n")
+        if not stopped:
+            sys.stdout.write("no warm dry-run worker is running\n")
+        return 0
+    found = workers()
+    if getattr(args, "json", False):
+        emit_json([w.to_dict() for w in found])
+        return 0
+    if not found:
+        sys.stdout.write("no warm dry-run worker is running (the next dry-run starts one)\n")
+    for w in found:
+        if not w.alive:
+            sys.stdout.write(f"sglang {w.version:<10} pid {w.pid:<8} dead (its state file is left; "
+                             "`sgl-kit dryrun worker stop` cleans up)\n")
+            continue
+        rss = f"{w.rss_bytes / 2**20:.0f} MiB" if w.rss_bytes else "?"
+        idle = f"idle {w.idle_seconds:.0f}s of {w.idle_timeout:.0f}s" if w.idle_seconds is not None else "busy"
+        old = "" if w.current else "  (older kit code: replaced on next use)"
+        sys.stdout.write(f"sglang {w.version:<10} pid {w.pid:<8} {rss:>9}  served {w.served or 0:<4} {idle}  "
+                         f"log {w.log}{old}\n")
     return 0
 
 
@@ -164,7 +222,9 @@ def _resolve(args) -> int:
     from kit.dryrun import dry_run
 
     result = dry_run(args.cmd, model=args.model, gpu=args.gpu, tp=args.tp, sglang=args.sglang,
-                     env=_env_pairs(args.env), install=args.install)
+                     env=_env_pairs(args.env), install=args.install, warm=False if args.cold else None)
+    for note in result.notes:
+        sys.stderr.write(f"note: {note}\n")
     data = result.to_dict()
     if args.save:
         _save(args, data)
@@ -197,6 +257,7 @@ def _save(args, data: dict) -> None:
 def cmd_why_dryrun(args) -> int:
     from kit.dryrun import why_with_dryrun
 
+    args.sglang = args.sglang or DEFAULT_SGLANG
     why = why_with_dryrun(args.flag, args.cmd, model=args.model or args.model_config, gpu=args.gpu,
                           tp=args.tp, sglang=args.sglang, env=_env_pairs(args.env), install=args.install)
     if getattr(args, "json", False):

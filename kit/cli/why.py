@@ -14,20 +14,29 @@ __all__ = ["register"]
 def register(sub) -> None:
     p = sub.add_parser(
         "why", help="explain why a server flag has its value",
-        usage="sgl-kit why FLAG [TARGET] [--log FILE] [--command FILE] [--model-config FILE] [--pid PID] [--json]",
+        usage="sgl-kit why FLAG [TARGET] [--log FILE] [--command FILE] [--model-config FILE] [--pid PID] [--cuda] [--json]",
         description="Find every place in the target's sglang source that assigns FLAG, the conditions "
                     "guarding each (and the calls that reach it), and, given the server's log, which of "
                     "them fired. On a target where an SGLang server runs (the lab, or --pid/--port), its "
                     "log, launch command and environment are read from the process; otherwise give "
-                    "--log and --command. Paths are read on the target. Without --model-config, the "
-                    "config.json under the log's model_path is used when the target has it.")
+                    "--log and --command (with only --command, guards are read against the command and "
+                    "this release's defaults). Paths are read on the target. Without --model-config, the "
+                    "config.json under the log's model_path is used when the target has it. FLAG may be a "
+                    "name from another sglang release: `why` says what it is in this one (a deprecated "
+                    "alias, not there yet, removed) and explains the field that holds that setting here.")
     p.add_argument("flag", help="a ServerArgs field or flag, e.g. disable_piecewise_cuda_graph or "
-                                "cuda_graph_config.prefill.backend")
+                                "cuda_graph_config.prefill.backend; a name from another sglang release is "
+                                "followed to what holds that setting in this one, and `why` says so")
     p.add_argument("target", nargs="?", default="local", help="where sglang is installed (default: local)")
     p.add_argument("--log", metavar="FILE", help="server log holding the server_args=... line")
     p.add_argument("--command", metavar="FILE", help="a file holding the server's launch command, so the flag's "
                                                      "value at launch is known")
     p.add_argument("--model-config", metavar="FILE", help="the model's config.json")
+    p.add_argument("--cuda", action="store_true",
+                   help="the server runs on NVIDIA GPUs: answer sglang's hardware probes (is_cuda(), is_hip(), "
+                        "...) that way, so defaults such as 0.5.18's prefill backend are decided")
+    p.add_argument("--probe", metavar="NAME=VALUE", action="append", default=[],
+                   help="answer one hardware probe, e.g. is_cuda=true or is_sm100_supported=false (repeatable)")
     p.add_argument("--no-snapshot", action="store_true",
                    help="read the remote source file by file instead of copying it once to the local cache")
     server_options(p)
@@ -50,16 +59,33 @@ def cmd_why(args) -> int:
         snapshot = _snapshot(host, args, server)
         config = _model_config(host, args.model_config, snapshot)
         command = shlex.split(host.read_text(args.command)) if args.command else None
+        probes = _probes(args)
         if server is not None:
             result = explain_server(server, args.flag, tree=tree, snapshot=snapshot, model_config=config,
-                                    command=command)
+                                    command=command, probes=probes)
         else:
-            result = explain(tree, args.flag, snapshot, config, command=command)
+            result = explain(tree, args.flag, snapshot, config, command=command, probes=probes)
     if args.json:
         emit_json(result.to_dict())
     else:
         sys.stdout.write(result.to_text() + "\n")
     return 0
+
+
+def _probes(args) -> dict | None:
+    """--cuda and --probe NAME=VALUE as the answers explain() gives sglang's hardware probes."""
+    from kit.errors import ParseError
+    from kit.provenance import CUDA_PROBES
+
+    out = dict(CUDA_PROBES) if args.cuda else {}
+    for pair in args.probe:
+        name, eq, value = pair.partition("=")
+        words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+        if not eq or not name or value.strip().lower() not in words:
+            raise ParseError(f"--probe takes NAME=true|false, not {pair!r}", position=None,
+                             hint="e.g. --probe is_cuda=true; --cuda sets every probe of an NVIDIA GPU")
+        out[name.strip()] = words[value.strip().lower()]
+    return out or None
 
 
 def _snapshot(host, args, server):

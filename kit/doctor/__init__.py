@@ -26,24 +26,32 @@ from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import RULES, Rule, version_in
 
 __all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "ModelSize", "RULES", "Roofline", "Rule",
-           "diagnose", "doctor", "from_files", "from_server", "model_size", "roofline"]
+           "diagnose", "doctor", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
 
 
-def doctor(target: str | None = None, *, pid: int | None = None, port: int | None = None,
+def doctor(target: str | None = None, *, host=None, pid: int | None = None, port: int | None = None,
            baseline: str | None = None, bench: str | None = None,
            progress: Callable[[str], None] | None = None, **files) -> Diagnosis:
-    """Diagnose a live target (``lab``, ``local``, an SSH target), or the files given as keywords
-    (log, server_info, command, nvidia_smi, topo, model_config, sglang, package_dir, gpu)."""
+    """Diagnose a live target (``lab``, ``local``, an SSH target; ``host`` reuses a connection already
+    open to it), or the files given as keywords (log, server_info, command, nvidia_smi, topo,
+    model_config, sglang, package_dir, gpu, environ)."""
     if target is None:
         return diagnose(from_files(baseline=baseline, bench=bench, progress=progress, **files))
-    from kit.lab import find_target_server
     from kit.target import connect
 
-    with connect(target) as host:
-        server = find_target_server(host, target, pid=pid, port=port)
-        evidence = from_server(host, server, baseline=baseline, bench=bench, progress=progress)
-        evidence.target = target if target == host.name else f"{target} (pid {server.pid} on {host.name})"
-        return diagnose(evidence)
+    if host is not None:
+        return _doctor_on(host, target, pid, port, baseline, bench, progress)
+    with connect(target) as opened:
+        return _doctor_on(opened, target, pid, port, baseline, bench, progress)
+
+
+def _doctor_on(host, target, pid, port, baseline, bench, progress) -> Diagnosis:
+    from kit.lab import find_target_server
+
+    server = find_target_server(host, target, pid=pid, port=port)
+    evidence = from_server(host, server, baseline=baseline, bench=bench, progress=progress)
+    evidence.target = target if target == host.name else f"{target} (pid {server.pid} on {host.name})"
+    return diagnose(evidence)
 
 
 def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_tokens: int = 1024) -> Diagnosis:
@@ -80,13 +88,18 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
                      skipped, checked, dict(evidence.sources), evidence.command)
 
 
+def roofline_of(evidence: Evidence, context_tokens: int = 1024) -> Roofline:
+    """The decode roofline for this evidence: its model, GPUs, tp and (when measured) accept length."""
+    return _roofline(Case(evidence), context_tokens)
+
+
 def _roofline(case: Case, context_tokens: int):
     ev = case.ev
     profile = case.gpu_profile()
     gpu = profile if profile is not None else getattr(ev.hardware, "gpu_name", None)
     accept, _ = case.accept_length
     measured, _ = case.measured_tok_s
-    return roofline(ev.model_config or {}, gpu, tp=case.tp, accept_length=accept if case.speculative and accept
+    return roofline(ev.model_config, gpu, tp=case.tp, accept_length=accept if case.speculative and accept
                     else 1.0, context_tokens=context_tokens, measured_tok_s=measured)
 
 

@@ -97,10 +97,21 @@ class Case:
 
                 try:
                     self._explained[name] = explain(self.ev.tree, name, self.ev.args, self.ev.model_config,
-                                                    command=self.ev.explicit, environ=self.ev.environ)
+                                                    command=self.ev.explicit, environ=self.ev.environ,
+                                                    probes=self.probes)
                 except KitError:
                     pass
         return self._explained[name]
+
+    @property
+    def probes(self):
+        """sglang's hardware probes answered as NVIDIA GPUs would, when the evidence shows them."""
+        gpus = getattr(self.ev.hardware, "gpus", None) or []
+        if gpus and all("NVIDIA" in (g.name or "").upper() or "RTX" in (g.name or "").upper() for g in gpus):
+            from kit.provenance import CUDA_PROBES
+
+            return CUDA_PROBES
+        return None
 
     def fired(self, name: str) -> list:
         exp = self.explain(name)

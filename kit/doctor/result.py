@@ -29,6 +29,11 @@ class Change:
     unset: str = ""  # an environment variable to unset
     setenv: tuple[str, str] | None = None
 
+    def apply(self, argv: list[str]) -> list[str]:
+        """``argv`` (a launch's flags) with this change made: the option set or removed. Environment
+        changes leave argv alone."""
+        return _apply(list(argv), self) if self.option else list(argv)
+
     def __str__(self) -> str:
         if self.unset:
             return f"unset {self.unset} in the server's environment"

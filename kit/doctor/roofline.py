@@ -323,6 +323,13 @@ class Roofline:
     note: str = ""
     size: ModelSize | None = None
 
+    def __repr__(self) -> str:
+        if self.ceiling_tok_s is None:
+            return f"<Roofline unknown: {self.note[:80]}>"
+        measured = f", measured {self.percent_of_ceiling:.0f}% of it" if self.percent_of_ceiling is not None else ""
+        return (f"<Roofline {self.ceiling_tok_s:.1f} tok/s: {self.tp}x {self.gpu}, accept {self.accept_length:.2f}"
+                f"{measured}>")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -367,12 +374,15 @@ def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int = 1, a
         raise KitError(f"context_tokens must be zero or more, not {context_tokens!r}",
                        hint="the tokens already in the context while decoding")
     notes, size, profile = [], None, None
-    try:
-        size = model_size(config, safetensors_index=safetensors_index)
-    except ModelConfigError as err:
-        notes.append(err.message + (f" ({err.hint})" if err.hint else ""))
+    if config is None:
+        notes.append("no model config.json given, so no bytes per step: pass the model's config.json")
+    else:
+        try:
+            size = model_size(config, safetensors_index=safetensors_index)
+        except ModelConfigError as err:
+            notes.append(err.message + (f" ({err.hint})" if err.hint else ""))
     if gpu is None:
-        notes.append("no GPU given, so no bandwidth: pass gpu= (a key such as 'a6000', or the name nvidia-smi prints)")
+        notes.append("no GPU given, so no bandwidth: give the GPU (--gpu on the command line, gpu= in Python: a key such as 'a6000', or the name nvidia-smi prints)")
     else:
         try:
             profile = gpu_profile(gpu)

@@ -8,27 +8,36 @@ server would log, every value sglang changed on its own during `__post_init__` (
 before, after, function, file:line, and the log message emitted there, if any), and the
 error sglang would stop with. The kit talks to that environment as a subprocess, JSON in
 and out; `_inside.py` is the half that runs there.
+
+Versions: `versions()` lists them. A "verified" version has a hand-pinned package list in
+kit/data/dryrun/ and tests; any other 0.5.x from 0.5.6 on is "best-effort": its list is
+made from the sglang wheel's own requirements by kit/data/dryrun/rules.yaml (`plan(v)`).
+
+Warm: by default a dry-run goes to a worker process that keeps sglang imported between
+calls and `sgl-kit` invocations (`workers()`, `stop_workers()`; kit/dryrun/_worker.py).
 """
 
 from kit.dryrun._env import (
     DryRunEnv,
-    DryRunError,
-    EnvironmentMissing,
-    SetupFailed,
     SetupReport,
     SetupStep,
-    UnsupportedVersion,
+    built_versions,
     environment,
     requirements,
     setup,
     supported_versions,
 )
-from kit.dryrun._gpus import GpuProfile, UnknownGPU, gpu_profile, gpu_profiles
+from kit.dryrun._gpus import GpuProfile, gpu_profile, gpu_profiles
+from kit.dryrun._requirements import RequirementPlan, load_rules, plan
 from kit.dryrun._result import Change, DryRunResult, LogMessage, StartupError
 from kit.dryrun._run import dry_run, dry_run_many
+from kit.dryrun._versions import VersionInfo, versions
 from kit.dryrun._why import DryRunWhy, SiteCheck, why_with_dryrun
+from kit.dryrun._worker import WorkerInfo, stop_workers, workers
+from kit.errors import DryRunError, EnvironmentMissing, SetupFailed, UnknownGPU, UnsupportedVersion
 
 __all__ = [
+    "built_versions",
     "Change",
     "DryRunEnv",
     "DryRunError",
@@ -40,6 +49,9 @@ __all__ = [
     "gpu_profiles",
     "GpuProfile",
     "LogMessage",
+    "load_rules",
+    "plan",
+    "RequirementPlan",
     "requirements",
     "resolve",
     "resolve_many",
@@ -54,7 +66,12 @@ __all__ = [
     "supported_versions",
     "UnknownGPU",
     "UnsupportedVersion",
+    "VersionInfo",
+    "versions",
     "why_with_dryrun",
+    "WorkerInfo",
+    "workers",
+    "stop_workers",
 ]
 
 

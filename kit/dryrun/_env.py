@@ -27,10 +27,20 @@ from pathlib import Path
 
 from kit._paths import cache_dir
 from kit._wheels import install_package_source
+from kit.dryrun._requirements import (
+    check_version,
+    generated_requirements,
+    load_rules,
+    pins_for,
+    plan,
+    read_pins,
+    verified_file,
+    verified_versions,
+    version_key,
+)
 from kit.dryrun._torch import choose_torch
-from kit.errors import DryRunError, EnvironmentMissing, SetupFailed, UnsupportedVersion
+from kit.errors import DryRunError, EnvironmentMissing, SetupFailed
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "dryrun"
 INSIDE = Path(__file__).resolve().parent / "_inside.py"
 PYTHON_TAG = "3.11"  # sglang 0.5.11+ ships cp311 wheels only, and torch's CPU wheel here is cp311
 _CHUNK = 14  # packages per pip call: progress and resumability without paying pip's start-up 50 times
@@ -45,36 +55,35 @@ _CHECK_TIMEOUT = 300.0
 
 
 def supported_versions() -> list[str]:
-    """The sglang versions with a pinned list in kit/data/dryrun/, oldest first."""
-    found = [p.name[len("requirements-") : -len(".txt")] for p in DATA_DIR.glob("requirements-*.txt")]
-    return sorted(found, key=_version_key)
+    """Versions a dry-run can use here: every verified one, and each best-effort one already set up."""
+    return sorted(set(verified_versions()) | set(built_versions()), key=version_key)
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.]|post", version))
+def built_versions() -> list[str]:
+    """Versions whose environment under the kit cache is complete (for its current package list)."""
+    found = []
+    for path in _env_root().glob("sglang-*-py*-*"):
+        version = path.name[len("sglang-"):].rsplit("-", 2)[0]
+        with contextlib.suppress(DryRunError):
+            check_version(version)
+            if environment(version).path == path and environment(version).ready:
+                found.append(version)
+    return sorted(found, key=version_key)
 
 
 def requirements_file(version: str) -> Path:
-    path = DATA_DIR / f"requirements-{version}.txt"
-    if not isinstance(version, str) or "/" in version or not path.is_file():
-        raise UnsupportedVersion(
-            f"the dry-run has no package list for sglang {version!r}; "
-            f"supported: {', '.join(supported_versions())}",
-            hint="use one of those versions, or add one (README, 'Adding an sglang version')",
-        )
-    return path
+    """The hand-pinned list of a verified version, else the list generated for it (maybe not yet made)."""
+    if check_version(version) == "verified":
+        return verified_file(version)
+    return environment(version).path / "requirements.txt"
 
 
 def requirements(version: str) -> list[str]:
     """The exact `name==version` lines for this sglang version, torch first."""
-    lines = []
-    for raw in requirements_file(version).read_text().splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+", line):
-                raise DryRunError(f"{requirements_file(version)}: {line!r} is not an exact name==version pin")
-            lines.append(line)
-    return sorted(lines, key=lambda r: not r.lower().startswith("torch=="))
+    if check_version(version) == "verified":
+        return read_pins(verified_file(version))
+    own = environment(version).path / "requirements.txt"
+    return read_pins(own) if own.is_file() else pins_for(version)
 
 
 # --------------------------------------------------------------------------- the environment
@@ -135,7 +144,10 @@ def _env_root() -> Path:
 
 
 def _fingerprint(version: str) -> str:
-    text = requirements_file(version).read_text()
+    if check_version(version) == "verified":
+        text = (verified_file(version)).read_text()
+    else:  # the list is made by the rules from the wheel: the rules name the environment
+        text = f"best-effort sglang {version}\n{load_rules().digest}\n"
     return hashlib.sha256(f"{_LAYOUT}\n{PYTHON_TAG}\n{text}".encode()).hexdigest()[:10]
 
 
@@ -215,14 +227,9 @@ def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: 
     GB) only with ``allow_cuda_torch`` (see kit/dryrun/_torch.py).
     """
     started = time.monotonic()
+    status = check_version(version)
     env = environment(version)
-    pins = requirements(version)
-    chunks = [pins[1:][i : i + _CHUNK] for i in range(0, len(pins) - 1, _CHUNK)]
-    plan = [("venv", f"virtualenv with Python {PYTHON_TAG}")]
-    plan.append(("torch", f"{pins[0]} (CPU build)"))
-    plan += [(f"packages-{i + 1}", _chunk_label(c, i, len(chunks))) for i, c in enumerate(chunks)]
-    plan += [("sglang", f"sglang=={version} (no dependencies)"), ("check", "import sglang.srt.server_args")]
-    steps = [SetupStep(name, label, i + 1, len(plan)) for i, (name, label) in enumerate(plan)]
+    steps = _plan(env, status)
     report = SetupReport(env, steps)
     say = progress or (lambda step: None)
     if env.ready:
@@ -234,12 +241,13 @@ def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: 
     torch = {"wheel": torch_wheel, "index_url": torch_index_url, "allow_cuda": allow_cuda_torch}
     env.path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(env.path.parent / (env.path.name + ".lock")):
-        actions = {"venv": lambda: _make_venv(env, python), "torch": lambda: _install_torch(env, pins[0], torch),
-                   "sglang": lambda: _install_sglang(env), "check": lambda: _check(env)}
-        for i, chunk in enumerate(chunks):
-            actions[f"packages-{i + 1}"] = lambda chunk=chunk, step=f"packages-{i + 1}": _install_chunk(
-                env, chunk, step
-            )
+        actions = {"venv": lambda: _make_venv(env, python), "requirements": lambda: _make_requirements(env, steps),
+                   "torch": lambda: _install_torch(env, _pins(env)[0], torch),
+                   "sglang": lambda: _install_sglang(env), "check": lambda: _check(env, status)}
+        for step in steps:
+            if step.name.startswith("packages-"):
+                actions[step.name] = lambda step=step: _install_chunk(env, _chunks(env, status)[_chunk_no(step)],
+                                                                      step.name)
         for step in steps:
             _run_step(env, step, actions[step.name], say)
         _remove_stale(env)
@@ -247,8 +255,60 @@ def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: 
     return report
 
 
+_GENERATED_CHUNKS = 4  # a generated list's length is known only after its step; its chunk count is not
+
+
+def _plan(env: DryRunEnv, status: str) -> list[SetupStep]:
+    plan = [("venv", f"virtualenv with Python {PYTHON_TAG}")]
+    if status == "best-effort":
+        plan.append(("requirements", f"package list from the sglang {env.version} wheel's Requires-Dist "
+                                     "(kit/data/dryrun/rules.yaml, resolved by pip)"))
+    known = status == "verified" or (env.path / "requirements.txt").is_file()
+    torch_pin = _pins(env)[0] if known else f"torch=={load_rules().torch}"
+    plan.append(("torch", f"{torch_pin} (CPU build)"))
+    if known:
+        chunks = _chunks(env, status)
+        plan += [(f"packages-{i + 1}", _chunk_label(c, i, len(chunks))) for i, c in enumerate(chunks)]
+    else:
+        plan += [(f"packages-{i + 1}", f"packages {i + 1}/{_GENERATED_CHUNKS}") for i in range(_GENERATED_CHUNKS)]
+    plan += [("sglang", f"sglang=={env.version} (no dependencies)"), ("check", "import sglang.srt.server_args")]
+    return [SetupStep(name, label, i + 1, len(plan)) for i, (name, label) in enumerate(plan)]
+
+
+def _pins(env: DryRunEnv) -> list[str]:
+    return requirements(env.version)
+
+
+def _chunks(env: DryRunEnv, status: str) -> list[list[str]]:
+    rest = _pins(env)[1:]
+    size = _CHUNK if status == "verified" else max(1, -(-len(rest) // _GENERATED_CHUNKS))
+    chunks = [rest[i : i + size] for i in range(0, len(rest), size)]
+    if status != "verified":
+        chunks += [[] for _ in range(_GENERATED_CHUNKS - len(chunks))]
+    return chunks
+
+
+def _chunk_no(step: SetupStep) -> int:
+    return int(step.name.split("-", 1)[1]) - 1
+
+
+def _make_requirements(env: DryRunEnv, steps: list[SetupStep]) -> str:
+    """Make (or take from the cache) the list for a best-effort version; keep a copy in the environment."""
+    listed = generated_requirements(env.version, str(env.python))
+    shutil.copyfile(listed, env.path / "requirements.txt")
+    chunks = _chunks(env, "best-effort")
+    for step in steps:  # now the packages steps can say what they install
+        if step.name.startswith("packages-"):
+            step.label = _chunk_label(chunks[_chunk_no(step)], _chunk_no(step), len(chunks))
+    made = plan(env.version)
+    return (f"{len(_pins(env))} packages; dropped {len(made.dropped)} of the wheel's {len(made.requires)} "
+            f"requirements; list in {listed}")
+
+
 def _chunk_label(chunk: list[str], index: int, total: int) -> str:
     names = [r.split("==")[0] for r in chunk]
+    if not names:
+        return f"packages {index + 1}/{total}: (none)"
     return f"packages {index + 1}/{total}: {names[0]} .. {names[-1]} ({len(names)})"
 
 
@@ -363,6 +423,8 @@ def _install_torch(env: DryRunEnv, pin: str, torch: dict) -> str:
 
 
 def _install_chunk(env: DryRunEnv, chunk: list[str], step: str) -> None:
+    if not chunk:
+        return
     proc = run_process(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", *chunk), timeout=_PIP_TIMEOUT)
     if proc.returncode == 0:
         return
@@ -409,24 +471,98 @@ def _install_sglang(env: DryRunEnv) -> str:
     return "from the kit's wheel cache"
 
 
-def _check(env: DryRunEnv) -> dict:
-    proc = run_process([str(env.python), str(INSIDE), "--check"], timeout=_CHECK_TIMEOUT, env=inside_environment())
-    reply = parse_answer(proc)
-    if not reply.get("ok"):
+def stub_args(version: str) -> list[str]:
+    """What `_inside.py` is told to stand in for (rules.yaml's `stub`), for this sglang version."""
+    return ["--stubs", ",".join(load_rules().stubs_for(version))]
+
+
+_HEAL_ROUNDS = 4
+
+
+def _check(env: DryRunEnv, status: str = "verified") -> dict:
+    """Import sglang.srt.server_args there. A best-effort list that dropped a package this version
+    imports (and that runs on CPU) gets it back, and the import is tried again."""
+    added: list[str] = []
+    for _ in range(_HEAL_ROUNDS + 1):
+        proc = run_process([str(env.python), str(INSIDE), "--check", *stub_args(env.version)], timeout=_CHECK_TIMEOUT,
+                           env=inside_environment())
+        reply = parse_answer(proc)
+        if reply.get("ok"):
+            break
         missing = re.search(r"No module named '([\w.]+)'", reply.get("error", ""))
-        package = missing.group(1).split(".")[0] if missing else None
-        raise SetupFailed(
-            f"dry-run setup step 'check': importing sglang.srt.server_args failed: {reply.get('error')}",
-            step="check",
-            package=package,
-            hint="the pinned list lacks a package (README, 'Adding an sglang version'); "
-            f"{_last_lines(reply.get('traceback', ''), 3)}",
-        )
+        module = missing.group(1) if missing else None
+        package = _healable(env, module) if status == "best-effort" and module else None
+        if package is None or package in added:
+            raise _check_failure(env, status, reply, module)
+        added.append(package)
+        before = set(requirements(env.version))
+        listed = generated_requirements(env.version, str(env.python), extra=[package])
+        shutil.copyfile(listed, env.path / "requirements.txt")
+        new = sorted(set(read_pins(listed)) - before)
+        if new:
+            _install_chunk(env, new, "check")
+    else:
+        raise _check_failure(env, status, reply, None)
     versions = reply.get("versions", {})
     if versions.get("sglang") != env.version:
         raise SetupFailed(f"the environment holds sglang {versions.get('sglang')}, not {env.version}",
                           step="check", package=f"sglang=={env.version}")
-    return {k: reply.get(k) for k in ("versions", "stand_ins", "probes_missing", "import_seconds")}
+    info = {k: reply.get(k) for k in ("versions", "stand_ins", "probes_missing", "import_seconds")}
+    if added:
+        info["kept_extra"] = added
+    return info
+
+
+def _healable(env: DryRunEnv, module: str) -> str | None:
+    """The package to add for `import module`, unless a `gpu` rule says it cannot work here.
+
+    Either a requirement the rules dropped as not needed (this version needs it after all) or a
+    package that came with one (starlette with fastapi); pip resolves it with the rest."""
+    rules = load_rules()
+    made = plan(env.version)
+    owner = rules.package_of(module, made.dropped_names()) or rules.package_for_module(module)
+    if owner == "torch" or rules.dropped_by(owner) == "gpu" or module.split(".")[0] in rules.stub:
+        return None
+    return owner
+
+
+def _check_failure(env: DryRunEnv, status: str, reply: dict, module: str | None) -> SetupFailed:
+    trace = reply.get("traceback", "")
+    importer = _sglang_frames(trace)
+    via = f" (imported by {importer})" if importer else ""
+    if module is None:
+        via = f" (at {importer}, the last sglang line of its traceback)" if importer else ""
+        return SetupFailed(
+            f"dry-run setup step 'check': importing sglang.srt.server_args of sglang {env.version} failed: "
+            f"{reply.get('error')}{via}",
+            step="check",
+            hint=f"this is a limit of the dry-run for sglang {env.version} ({status}); "
+                 f"{_last_lines(trace, 3)}")
+    top = module.split(".")[0]
+    rules = load_rules()
+    made = plan(env.version) if status == "best-effort" else None
+    owner = (rules.package_of(module, made.dropped_names()) if made else None) or rules.package_for_module(module)
+    group = rules.dropped_by(owner)
+    if status == "verified":
+        hint = ("the pinned list lacks a package (README, 'Adding an sglang version'); "
+                f"{_last_lines(trace, 3)}")
+    elif group == "gpu" or top in rules.stub:
+        hint = (f"{owner} needs a GPU (kit/data/dryrun/rules.yaml drops it as `gpu`), and sglang {env.version} "
+                f"imports `{top}` on the way to its server args; add `{top}` under `stub:` in that file so the "
+                f"dry-run stands in for it, then run `sgl-kit dryrun setup --sglang {env.version}` again")
+    else:
+        hint = (f"adding {owner} to the list did not make the import work; name the right package for `{top}` "
+                f"under `add:` (or `modules:`) in kit/data/dryrun/rules.yaml, then run setup again")
+    return SetupFailed(
+        f"dry-run setup step 'check': importing sglang.srt.server_args of sglang {env.version} needs "
+        f"`{module}`{via}, which the environment does not have",
+        step="check", package=owner or top, hint=hint)
+
+
+def _sglang_frames(trace: str) -> str:
+    """The innermost sglang file:line of a traceback's text, as `sglang/x.py:12`."""
+    found = re.findall(r'File "[^"]*?/(sglang/[^"]+)", line (\d+)', trace)
+    return f"{found[-1][0]}:{found[-1][1]}" if found else ""
 
 
 # --------------------------------------------------------------------------- processes

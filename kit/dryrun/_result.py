@@ -141,6 +141,8 @@ class DryRunResult:
     seconds: float = 0.0
     import_seconds: float = 0.0
     console: str = field(default="", repr=False)
+    warm: bool = False  # resolved by the warm worker (sglang imported already), not a new process
+    notes: list[str] = field(default_factory=list)  # e.g. why the warm worker was not used
 
     @property
     def ok(self) -> bool:

@@ -12,17 +12,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kit._argv import option_values
+from kit.dryrun import _worker
 from kit.dryrun._env import (
     INSIDE,
     DryRunError,
     inside_environment,
     parse_answer,
     require_environment,
-    requirements_file,
     run_process,
     setup,
+    stub_args,
 )
 from kit.dryrun._gpus import GpuProfile, gpu_profile
+from kit.dryrun._requirements import check_version
 from kit.dryrun._result import DryRunResult, StartupError, build_changes, in_place_changes
 from kit.errors import ModelConfigError
 from kit.model_config import load_model_config
@@ -45,6 +47,7 @@ def dry_run(
     env: Mapping[str, str] | None = None,
     install: bool = False,
     timeout: float = 300.0,
+    warm: bool | None = None,
 ) -> DryRunResult:
     """Resolve one launch's effective server args with the real sglang code, on this CPU-only machine.
 
@@ -53,9 +56,15 @@ def dry_run(
     are read); `gpu` names a profile from kit/data/gpus.yaml; `tp` adds `--tp-size`;
     `env` sets SGLANG_* variables for the server. `install=True` builds the environment
     first if needed (about 1.2 GB, a few minutes); otherwise a missing one is an error.
+
+    `warm` (default: on, unless `$SGL_KIT_DRYRUN_WARM=0`) sends the launch to the version's
+    warm worker, which keeps sglang imported between calls (see kit/dryrun/_worker.py);
+    `warm=False` runs a new process that imports sglang (a cold run). Both give the same
+    result; a worker that fails or runs past `timeout` is replaced by a cold run, and the
+    result's `notes` say so.
     """
     return dry_run_many([flags], model=model, gpu=gpu, tp=tp, sglang=sglang, env=env,
-                        install=install, timeout=timeout)[0]
+                        install=install, timeout=timeout, warm=warm)[0]
 
 
 def dry_run_many(
@@ -68,29 +77,46 @@ def dry_run_many(
     env: Mapping[str, str] | None = None,
     install: bool = False,
     timeout: float = 300.0,
+    warm: bool | None = None,
 ) -> list[DryRunResult]:
-    """`resolve` for several launches of the same model and GPUs, paying sglang's import once."""
-    requirements_file(sglang)  # an unsupported version fails before anything else
+    """`dry_run` for several launches of the same model and GPUs, paying sglang's import once (or never,
+    when the warm worker has it imported already)."""
+    check_version(sglang)  # an unsupported version fails before anything else
     profile = gpu_profile(gpu)
     tp = _check_tp(tp)
     variables = _check_env(env)
     runtime = setup(sglang).env if install else require_environment(sglang)
+    notes: list[str] = []
+    used_worker = False
     with tempfile.TemporaryDirectory(prefix="sgl-kit-dryrun-") as scratch:
         prepared = [_prepare(flag_tokens(flags), model, tp, Path(scratch) / f"model-{i}")
                     for i, flags in enumerate(launches)]
         request = {"protocol": PROTOCOL, "seed": 0, "gpu": profile.probe_request(),
-                   "launches": [p["launch"] for p in prepared]}
-        proc = run_process([str(runtime.python), str(INSIDE), "--resolve"], timeout=timeout,
-                    env=inside_environment(variables), stdin=json.dumps(request))
-    reply = parse_answer(proc)
+                   "launches": [p["launch"] for p in prepared], "env": variables, "cwd": os.getcwd(),
+                   "stubs": stub_args(runtime.version)[1].split(","), "launch_timeout": timeout}
+        reply = None
+        if _worker.warm_enabled(warm):
+            try:
+                reply = _worker.call(runtime, variables, request, timeout=timeout)
+                used_worker = True
+            except _worker.WorkerUnavailable as exc:
+                notes.append(exc.note)
+        if reply is None:
+            proc = run_process([str(runtime.python), str(INSIDE), "--resolve"], timeout=timeout,
+                               env=inside_environment(variables), stdin=json.dumps(request))
+            reply = parse_answer(proc)
     if not reply.get("ok"):
         raise DryRunError(
             f"the dry-run process for sglang {sglang} failed: {reply.get('error')}",
             hint=f"its traceback ends: {_last(reply.get('traceback', ''))}; if imports fail, rebuild with "
             f"`rm -r {runtime.path}` and `sgl-kit dryrun setup --sglang {sglang}`",
         )
-    return [_result(r, reply, p, profile, tp, sglang, variables) for r, p in zip(reply["results"], prepared,
-                                                                             strict=True)]
+    results = [_result(r, reply, p, profile, tp, sglang, variables) for r, p in zip(reply["results"], prepared,
+                                                                                strict=True)]
+    for result in results:
+        result.warm = used_worker
+        result.notes = list(notes)
+    return results
 
 
 def _result(raw: dict, reply: dict, prepared: dict, profile: GpuProfile, tp, sglang: str, env) -> DryRunResult:

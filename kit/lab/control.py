@@ -69,6 +69,7 @@ class LabStatus:
     note: str = ""
     address: str | None = None  # where the server listens, on the lab's own host
     reach: str = ""  # how to reach it from here when `url` is a forward that dies with this process
+    scenario: str | None = None  # the throughput scenario it runs (kit/data/scenarios), kept across restarts
 
     def __repr__(self) -> str:
         if not self.running:
@@ -247,6 +248,8 @@ class Lab:
         self.down()
         if previous.running:
             options.setdefault("port", previous.port)
+            if previous.scenario:
+                options.setdefault("scenario", previous.scenario)
             if not flags and not variant:
                 flags = _flags_of(previous.argv)
         try:
@@ -293,7 +296,7 @@ class Lab:
                          url=f"http://127.0.0.1:{local_port}" if not self.local else f"http://{url_host}:{port}",
                          port=port, argv=state.get("argv", []), label=state.get("label"),
                          healthy=result.get("healthy"), started_at=state.get("started_at"), log=result.get("log"),
-                         address=f"{host}:{port}", reach=reach)
+                         address=f"{host}:{port}", reach=reach, scenario=state.get("scenario"))
 
 
 def _what_failed(lines: list[str]) -> list[str]:

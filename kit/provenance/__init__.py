@@ -8,12 +8,18 @@ model's config.json. Model-config properties such as `is_multimodal` are followe
 into `ModelConfig`'s own source, so the answer names the list and line that made
 the decision.
 
-It knows three layouts, because SGLang moved this logic twice:
-- chains of numbered `if` rules in a `ServerArgs` method (0.5.10-0.5.12);
-- rules tables of `(name, lambda)` pairs walked by a loop (later 0.5.1x);
-- hook modules that call `declare_resolution(server_args, ..., field=...)` (0.5.2x).
+It knows the layouts SGLang moved this logic through:
+- chains of numbered `if` rules in a `ServerArgs` method (0.5.10-0.5.13);
+- rules tables of `(name, lambda)` pairs walked by a loop (0.5.14-0.5.18), including
+  `_handle_model_capability_adjustments` (0.5.17-0.5.18);
+- hook modules that call `declare_resolution(server_args, ..., field=...)` (0.5.19 and later).
+From 0.5.14 the prefill graph is a nested config, `cuda_graph_config.prefill.backend`, built
+and then tested during the resolution: ``sequence.py`` follows its value in the order the
+writes run, so the rules that test it are decided. A name from another release is resolved
+first (kit.server_args.lineage): `why disable_piecewise_cuda_graph` on 0.5.18 explains
+`cuda_graph_config.prefill.backend` and says why.
 
-- ``explain.py``: the entry point; ``sites.py``: finding the writes;
+- ``explain.py``: the entry point; ``sites.py``: finding the writes; ``sequence.py``: a nested config in order;
 - ``guards.py``: the conditions on the way to each write, and which held;
 - ``result.py``: Guard, AssignmentSite, FlagExplanation; ``render.py``: text and HTML;
 - ``choices.py``: which ``return`` of a function fires (sglang's automatic choices);
@@ -21,9 +27,9 @@ It knows three layouts, because SGLang moved this logic twice:
 """
 
 from .choices import Choice, choice
-from .explain import explain, explain_server, normalize_flag
+from .explain import CUDA_PROBES, explain, explain_server, normalize_flag
 from .fixes import Escape, Refusal, escapes, refusals
 from .result import AssignmentSite, FlagExplanation, Guard
 
-__all__ = ["AssignmentSite", "Choice", "Escape", "FlagExplanation", "Guard", "Refusal", "choice", "escapes", "explain", "explain_server",
+__all__ = ["CUDA_PROBES", "AssignmentSite", "Choice", "Escape", "FlagExplanation", "Guard", "Refusal", "choice", "escapes", "explain", "explain_server",
            "normalize_flag", "refusals"]

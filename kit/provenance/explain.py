@@ -8,18 +8,25 @@ from collections.abc import Mapping
 from kit._pysource import Environment, Evaluator, ModuleInfo
 from kit.errors import KitError, UnknownFlag
 from kit.model_config import load_model_config, model_config_beside
-from kit.server_args import cli_defaults, defaults, effective_args, flag_table, parse_command
+from kit.server_args import cli_defaults, defaults, effective_args, flag_table, lineage, parse_command
 from kit.source import SourceTree
 from kit.target import ENV_PREFIXES
 
 from .guards import explain_write
 from .result import AssignmentSite, FlagExplanation
+from .sequence import sequenced
 from .sites import TreeIndex, index_for, write_lines, writes_in
+
+# sglang's hardware probes as a server on NVIDIA GPUs answers them (`explain(..., probes=CUDA_PROBES)`).
+CUDA_PROBES = {
+    "is_cuda": True, "is_cuda_alike": True, "is_hip": False, "is_npu": False, "is_cpu": False, "is_mps": False,
+    "is_xpu": False, "is_musa": False, "is_hpu": False, "current_platform.is_out_of_tree": False,
+}
 
 
 def explain(
     tree, flag: str, snapshot=None, model_config=None, *, under: str | None = "srt", command=None,
-    environ=None,
+    environ=None, probes=None,
 ) -> FlagExplanation:
     """Every assignment to `flag` in `tree`, with its guards, evaluated when a snapshot is given.
 
@@ -28,24 +35,42 @@ def explain(
     ServerArgsSnapshot or a dict of field values; `model_config` a path to config.json or a dict.
     `command` is the server's launch command (argv, a string, or the explicit fields it set):
     with it the flag's value at launch is known, so guards that test it (`self.x is None`)
-    are decided. `environ` is the server's environment (a dict, or a kit._pysource.Environment
+    are decided; without a snapshot, guards are evaluated against the command and this
+    release's defaults (what a launch of another release's command would start from). `environ` is the server's environment (a dict, or a kit._pysource.Environment
     saying which variables were read), for guards like `envs.SGLANG_USE_MODELSCOPE.get()`.
+    `probes` answers sglang's hardware probes when the server's hardware is known
+    (`{"is_cuda": True}`; `CUDA_PROBES` for an NVIDIA GPU); the others stay unknown.
     `under` limits the search to the server runtime (`srt/`); None searches benchmarks and tools too.
-    Raises UnknownFlag, with the names it may have meant, when the tree has no such field or flag.
+    A name from another release is taken too (kit.server_args.lineage): a deprecated alias is
+    followed to the field it sets (0.5.18 `--disable-piecewise-cuda-graph` ->
+    `cuda_graph_config.prefill.backend`), a name not there yet or removed to the field of this
+    release (0.5.9: `enable_piecewise_cuda_graph`), and `lineage` says so. When the release has
+    no such setting at all (0.5.3 has no prefill CUDA graph), the explanation has no sites and says why.
+    Raises UnknownFlag, with the names it may have meant, when neither the tree nor the kit's
+    lineage data know the name.
     """
-    flag = normalize_flag(flag)
+    asked = normalize_flag(flag)
+    line = lineage(tree, asked)
+    flag = line.field if line.redirected and line.field else asked
+    notes = ([line.note] if line.folds and not line.redirected else []) + _architecture_notes(tree, model_config)
+    if line.redirected and line.status != "unknown" and line.field is None:
+        return FlagExplanation(flag=asked, version=getattr(tree, "version", None), evaluated=snapshot is not None,
+                               lineage=line.note, asked=asked, notes=notes)
     parts = flag.split(".")
     cache = index_for(tree)
     values = _snapshot_values(snapshot)
     config = load_model_config(model_config)
     known = _Known(tree)
     explicit = known.explicit(command)
+    if values is None and command is not None:
+        # No log: the launch command's fields, and this release's defaults for the rest.
+        values = dict(explicit)
     # The flag itself is shadowed: the log holds its final value, not the one a guard saw;
     # the launch command gives its value at launch, which is what the first guards see.
     ev = (Evaluator(cache.modules, values, config, {parts[0]}, defaults=_Defaults(tree),
-                    environ=_environment(environ), initial=known.initial(parts[0], explicit))
+                    environ=_environment(environ), initial=known.initial(parts[0], explicit), probes=probes)
           if values is not None else None)
-    sites = _find_sites(cache, parts, ev, under)
+    sites, resolved = _find_sites(cache, parts, ev, under)
     origin = ""
     if not sites:
         known.check_name(flag)
@@ -58,6 +83,10 @@ def explain(
         evaluated=ev is not None,
         hint="" if origin else _hint(flag, sites),
         origin=origin,
+        resolved=resolved,
+        lineage=line.note if line.redirected and line.status != "unknown" else "",
+        asked=asked if flag != asked else "",
+        notes=notes,
     )
 
 
@@ -136,21 +165,63 @@ class _Known:
 
 
 def _find_sites(cache: TreeIndex, parts: list[str], ev: Evaluator | None, under: str | None):
-    sites: list[AssignmentSite] = []
+    found = []
     for path in cache.candidates(parts):
         if under and not path.startswith(under.rstrip("/") + "/"):
             continue
         module = cache.modules.get(path)
         if module is not None:
-            sites.extend(_sites_in(module, parts, ev, cache))
-    return sorted(sites, key=lambda s: (s.file, s.line))
+            found.extend((module, write) for write in _writes_of(module, parts, cache))
+    resolved = ""
+    if ev is not None and len(parts) > 1:
+        # A nested config (cuda_graph_config.prefill.backend) is built, then tested, during the
+        # resolution: guards that read it need its value where they run.
+        sites, resolved = sequenced(cache, parts, ev, found)
+    else:
+        sites = [site for module, write in found
+                 for site in explain_write(module, write, cache.parents(module), ev, cache.calls)]
+    return sorted(sites, key=lambda s: (s.file, s.line)), resolved
 
 
-def normalize_flag(flag: str) -> str:
-    """`--disable-piecewise-cuda-graph` and `disable_piecewise_cuda_graph` name the same field."""
+def normalize_flag(flag: str, tree=None) -> str:
+    """`--disable-piecewise-cuda-graph` and `disable_piecewise_cuda_graph` name the same field.
+
+    With ``tree``, the field that name stands for in that tree, whatever release the name is
+    from (kit.server_args.lineage): 0.5.18 `--disable-piecewise-cuda-graph` is
+    `cuda_graph_config.prefill.backend`, 0.5.9 `disable_piecewise_cuda_graph` is
+    `enable_piecewise_cuda_graph`. The name itself when the tree has no field for it.
+    """
     if not isinstance(flag, str) or not flag.strip().lstrip("-"):
         raise ValueError(f"not a flag name: {flag!r}")
-    return flag.strip().lstrip("-").replace("-", "_")
+    name = flag.strip().lstrip("-").replace("-", "_")
+    if tree is None:
+        return name
+    found = lineage(tree, name)
+    return found.field if found.redirected and found.field else name
+
+
+def _architecture_notes(tree, model_config) -> list[str]:
+    """Says so when this release has no model class for the model's architecture (0.5.6 and Qwen3.5)."""
+    grep = getattr(tree, "grep", None)
+    if model_config is None or not callable(grep):
+        return []
+    try:
+        config = load_model_config(model_config)
+    except KitError:
+        return []
+    out = []
+    version = getattr(tree, "version", None) or "(version unknown)"
+    known = index_for(tree).modules.scratch.setdefault("architectures", {})
+    for arch in (config or {}).get("architectures") or []:
+        if not isinstance(arch, str) or not arch.isidentifier():
+            continue
+        if arch not in known:
+            known[arch] = any(m.path.startswith("srt/models/") for m in grep(arch, fixed=True, max_matches=200))
+        if not known[arch]:
+            out.append(f"{arch} is unknown to sglang {version}: no model in srt/models/ names it, so this "
+                       "release would try its Transformers fallback or refuse to load the model; rules keyed "
+                       "on the architecture in later releases do not exist here")
+    return out
 
 
 def _snapshot_values(snapshot) -> dict | None:
@@ -206,15 +277,6 @@ def _hint(flag: str, sites: list[AssignmentSite]) -> str:
     )
 
 
-def _sites_in(module: ModuleInfo, parts: list[str], ev: Evaluator | None, cache: TreeIndex):
+def _writes_of(module: ModuleInfo, parts: list[str], cache: TreeIndex):
     lines = write_lines(module, parts)
-    if not lines:
-        return []
-    writes = list(writes_in(module, parts, cache.setters(module), lines))
-    if not writes:
-        return []
-    parents = cache.parents(module)
-    sites: list[AssignmentSite] = []
-    for write in writes:
-        sites.extend(explain_write(module, write, parents, ev, cache.calls))
-    return sites
+    return list(writes_in(module, parts, cache.setters(module), lines)) if lines else []

@@ -32,12 +32,17 @@ class _Table:
     env: Env | None
 
 
-def explain_write(module: ModuleInfo, write: Write, parents: dict, ev: Evaluator | None, calls=None):
+def explain_write(module: ModuleInfo, write: Write, parents: dict, ev: Evaluator | None, calls=None,
+                  values: dict | None = None):
     """The sites of one write, each with its guards; ``calls`` (module -> {callee: [(caller, stmt)]})
-    adds the guards of the calls that reach the write's function."""
+    adds the guards of the calls that reach the write's function. ``values``, when given, receives
+    ``id(write)`` -> a function computing the written value (and its notes) where it is written."""
     chain = _ancestors(write.stmt, parents)
     walk = _Walk(module, chain, ev, _bindings(module, chain, parents, ev, calls))
     walk.run()
+    if values is not None and ev is not None and walk.env is not None and write.value is not None:
+        env = walk.env
+        values[id(write)] = lambda: ev.collect(lambda: ev.ev(write.value, env))
     paths = _call_paths(module, chain, parents, ev, calls) if calls is not None else [[]]
     value_text = ast.unparse(write.value) if write.value is not None else ""
     base = dict(
@@ -55,6 +60,21 @@ def explain_write(module: ModuleInfo, write: Write, parents: dict, ev: Evaluator
 
 
 # --------------------------------------------------------------------------- call paths
+
+
+def call_orders(module: ModuleInfo, write: Write, parents: dict, calls) -> list[tuple[str, tuple[int, ...]]]:
+    """Where a write runs in its module's order of calls, one (root, key) per call path: the function
+    the path starts from, and the lines of each call on the way then the write's own line. Two
+    writes with the same root run in the order of their keys."""
+    chain = _ancestors(write.stmt, parents)
+    own = _qualname(chain)
+    out = []
+    for path in _call_paths(module, chain, parents, None, calls):
+        wheres = list(dict.fromkeys(g.where for g in path if g.kind == "caller" and g.where))
+        root = wheres[0].rsplit(":", 1)[0] if wheres else own
+        lines = tuple(int(w.rsplit(":", 1)[1]) for w in wheres)
+        out.append((root, (*lines, write.line)))
+    return out or [(own, (write.line,))]
 
 _MAX_CALL_DEPTH = 6
 
@@ -502,8 +522,10 @@ def _status(guards: list[Guard], evaluated: bool) -> tuple[str, str, list[str]]:
         return "unknown", "not evaluated: no server args given (pass snapshot=)", []
     failed = [g for g in guards if g.passes is False]
     if failed:
-        evidence = list(failed[0].notes)
-        detail = f" ({'; '.join(evidence)})" if evidence else ""
+        first = list(failed[0].notes)
+        detail = f" ({'; '.join(first)})" if first else ""
+        # Every condition that fails says why, not only the first (a caller's, which may hide the rule's own).
+        evidence = list(dict.fromkeys(n for g in failed for n in g.notes))
         return "not fired", _why_not(failed[0]) + detail, evidence
     open_ = [g for g in guards if g.passes is None]
     if open_:

@@ -12,7 +12,11 @@ def _mark(guard) -> str:  # a Guard
 
 
 def render_text(exp, width: int) -> str:  # exp: a FlagExplanation
-    out = [exp.headline]
+    out = [_wrap(exp.lineage, width, "", "  ")] if exp.lineage else []
+    out.append(exp.headline)
+    if exp.resolved:
+        out.append(_wrap(exp.resolved, width, "", "  "))
+    out.extend(_wrap(note, width, "", "  ") for note in exp.notes)
     if exp.origin:
         out.append(exp.origin)
     if exp.hint:
@@ -83,7 +87,11 @@ def _clip(text: str, width: int) -> str:
 
 def render_html(exp) -> str:  # exp: a FlagExplanation
     e = html.escape
-    head = (f"<p><b>{e(exp.headline)}</b></p>" + (f"<p>{e(exp.origin)}</p>" if exp.origin else "")
+    head = ((f"<p><i>{e(exp.lineage)}</i></p>" if exp.lineage else "")
+            + f"<p><b>{e(exp.headline)}</b></p>"
+            + (f"<p>{e(exp.resolved)}</p>" if exp.resolved else "")
+            + "".join(f"<p>{e(note)}</p>" for note in exp.notes)
+            + (f"<p>{e(exp.origin)}</p>" if exp.origin else "")
             + (f"<p>{e(exp.hint)}</p>" if exp.hint else ""))
     rows = []
     for s in exp.ordered():

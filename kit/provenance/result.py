@@ -85,6 +85,10 @@ class FlagExplanation:
     evaluated: bool = False  # False when no snapshot was given
     hint: str = ""
     origin: str = ""  # when nothing assigns the flag: where its value comes from instead
+    resolved: str = ""  # a nested config: what the resolution's writes leave it as, followed in order
+    lineage: str = ""  # what the name asked for is in this version, when it is not the field explained
+    asked: str = ""  # the name as asked (a flag of another version), when it is not `flag`
+    notes: list[str] = field(default_factory=list)  # what else the reader must know (an unknown architecture)
 
     @property
     def fired(self) -> list[AssignmentSite]:
@@ -105,6 +109,8 @@ class FlagExplanation:
         c = self.counts()
         version = f"sglang {self.version}" if self.version else "sglang (version unknown)"
         seen = f"; value in the log: {self.observed}" if self.observed is not None else ""
+        if self.lineage and not self.sites and self.flag == self.asked:
+            return f"{self.flag} in {version}: no such setting"
         return (
             f"{self.flag} in {version}: {len(self.sites)} assignment sites, "
             f"{c['fired']} fired, {c['unknown']} unknown, {c['not fired']} not fired{seen}"

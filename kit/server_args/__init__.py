@@ -9,7 +9,10 @@ Three witnesses, read without importing or running any SGLang code:
 - the launch command, read against the flag table of the SGLang source that serves it:
   ``command.py`` and ``flags.py``.
 
-`defaults` (``defaults.py``) and `flag_table` read that source through kit._pysource.
+`defaults` (``defaults.py``) and `flag_table` read that source through kit._pysource;
+`lineage` (``lineage.py``) says what a flag name of any release is in this one (a field, a
+deprecated alias and the nested config it folds into, not yet there, removed), with
+``kit/data/lineage.yaml`` for what one tree cannot tell.
 Log values are parsed with a small tokenizer and `ast.literal_eval`/`ast.parse`; nothing
 is ever passed to `eval`. `classify` (``compare.py``) puts the three together: a value
 that differs from its default although no flag asked for it is `auto-changed`, which is
@@ -24,6 +27,7 @@ from .decode_stats import DecodeStat, decode_summary, parse_decode_stats
 from .defaults import FieldDefault, FieldDefaults, defaults
 from .flags import FlagSpec, FlagTable, cli_defaults, flag_table
 from .launch_diff import LaunchDiff, LaunchSide, launch_diff
+from .lineage import SAME_VALUE, FlagLineage, Fold, folds, lineage, lineage_data
 from .log import parse_log, parse_log_all, parse_log_file, parse_log_file_all
 from .server import classify_server, effective_args, explicit_args
 from .server_info import from_server_info
@@ -31,11 +35,14 @@ from .snapshot import ServerArgsSnapshot
 from .values import NonLiteral, format_server_args
 
 __all__ = [
+    "SAME_VALUE",
     "DecodeStat",
     "FieldDefault",
     "FieldDefaults",
+    "FlagLineage",
     "FlagSpec",
     "FlagTable",
+    "Fold",
     "LaunchDiff",
     "LaunchSide",
     "NonLiteral",
@@ -49,9 +56,12 @@ __all__ = [
     "effective_args",
     "explicit_args",
     "flag_table",
+    "folds",
     "format_server_args",
     "from_server_info",
     "launch_diff",
+    "lineage",
+    "lineage_data",
     "parse_command",
     "parse_decode_stats",
     "parse_log",

@@ -53,7 +53,9 @@ class FlagSpec:
     store_const, boolean_optional, append, extend, count, or ignore (a deprecated flag
     whose action stores nothing). `type`, `default` and `action` are the source text;
     `default_value` is what argparse puts in the namespace when the flag is not given
-    (`default_known` says whether the source alone can tell).
+    (`default_known` says whether the source alone can tell). A deprecated alias (0.5.18
+    `--disable-piecewise-cuda-graph`: `DeprecatedStoreConstAction`, dest
+    `cuda_graph_backend_prefill`, const "disabled") has `deprecated` and its `new_flag`.
     """
 
     option_strings: tuple[str, ...]
@@ -71,6 +73,8 @@ class FlagSpec:
     source: str = ""
     default_value: Any = None
     default_known: bool = False
+    new_flag: str | None = None  # what a deprecated flag says to use instead (`new_flag=` of sglang's actions)
+    deprecated: bool = False  # a Deprecated*Action, a `new_flag=`, or help that starts "Deprecated"
 
     @property
     def name(self) -> str:
@@ -225,7 +229,15 @@ def flag_table(tree: SourceLike) -> FlagTable:
     Follows both layouts: explicit `parser.add_argument(...)` calls (0.5.11), and fields
     annotated `A[T, Arg(...)]` that `add_cli_args_from_dataclass` turns into flags (0.5.19+).
     """
-    ev = _Reader(modules_for(tree))
+    modules = modules_for(tree)
+    cached = modules.scratch.get("flag_specs")  # the specs only: a FlagTable holds the tree itself
+    if cached is None:
+        cached = modules.scratch["flag_specs"] = _read_flags(modules)
+    return FlagTable(list(cached), version=getattr(tree, "version", None), tree=tree)
+
+
+def _read_flags(modules: Modules) -> list[FlagSpec]:
+    ev = _Reader(modules)
     mod = ev.modules.module("srt/server_args.py")
     method = _method(mod, "ServerArgs", "add_cli_args")
     flags: list[FlagSpec] = []
@@ -240,8 +252,7 @@ def flag_table(tree: SourceLike) -> FlagTable:
         elif name == "add_cli_args_from_dataclass":
             flags += _flags_from_fields(ev, mod, call)
     renames = _cli_renames(mod)
-    flags = [replace(f, field=renames[f.dest]) if f.dest in renames else f for f in flags]
-    return FlagTable(flags, version=getattr(tree, "version", None), tree=tree)
+    return [replace(f, field=renames[f.dest]) if f.dest in renames else f for f in flags]
 
 
 def _cli_renames(mod: ModuleInfo) -> dict[str, str]:
@@ -281,6 +292,8 @@ def _flag_from_call(ev: _Reader, mod: ModuleInfo, call: ast.Call) -> FlagSpec | 
     dest = _const(kw.get("dest")) or _derive_dest(opts)
     if kind == "boolean_optional":
         opts += tuple("--no-" + o[2:] for o in opts if o.startswith("--"))
+    new_flag = _known(ev, mod, kw.get("new_flag"))
+    help_text = _help(ev, mod, kw.get("help"))
     return FlagSpec(
         option_strings=opts,
         dest=dest,
@@ -292,10 +305,18 @@ def _flag_from_call(ev: _Reader, mod: ModuleInfo, call: ast.Call) -> FlagSpec | 
         default=mod.segment(kw.get("default")),
         const=const,
         required=_const(kw.get("required")) is True,
-        help=_help(ev, mod, kw.get("help")),
+        help=help_text,
         source=f"{mod.path}:{call.lineno}",
+        new_flag=new_flag if isinstance(new_flag, str) else None,
+        deprecated=_deprecated(kw.get("action"), new_flag, help_text),
         **_argparse_default(ev, mod, kw, kind),
     )
+
+
+def _deprecated(action: ast.expr | None, new_flag: Any, help_text: str) -> bool:
+    name = (dotted_name(action) or "").rsplit(".", 1)[-1] if action is not None else ""
+    head = help_text.lstrip("( ").lower()
+    return name.startswith("Deprecated") or isinstance(new_flag, str) or head.startswith("deprecated")
 
 
 def _action_class(ev: _Reader, mod: ModuleInfo, node: ast.expr | None):

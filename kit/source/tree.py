@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kit._paths import cache_dir
 from kit._remote import run as run_script
+from kit._remote.locate import VERSION_FILES, version_in
 from kit.errors import (
     AmbiguousSymbol,
     CommandFailed,
@@ -70,6 +71,7 @@ class SourceTree:
         self.package = package
         self.version = version
         self.dist_info = dist_info
+        self.version_from: str | None = "located" if version else None  # dist-info, _version.py, version.py
         self.origin: SourceTree | None = None  # the remote tree a snapshot was taken from
         self.snapshot_info: SnapshotInfo | None = None
 
@@ -86,7 +88,9 @@ class SourceTree:
         info = locate_payload(res, host, python, package)
         if not info.get("found"):
             raise not_found(info, host, python, package)
-        return cls(host, info["package_dir"], package, info.get("version"), dist_info=info.get("dist_info"))
+        tree = cls(host, info["package_dir"], package, info.get("version"), dist_info=info.get("dist_info"))
+        tree.version_from = info.get("version_from") or tree.version_from
+        return tree
 
     @classmethod
     def of_server(cls, server) -> SourceTree:
@@ -117,7 +121,11 @@ class SourceTree:
         if not host.exists(root + "/__init__.py"):
             raise _no_init(host, root, package)
         dist, version = sibling_dist_info(host, root, package)
-        return cls(host, root, package, version, dist_info=dist)
+        tree = cls(host, root, package, version, dist_info=dist)
+        tree.version_from = "dist-info" if version else None
+        if version is None:
+            tree.version, tree.version_from = _file_version(host, root)
+        return tree
 
     # ---- paths
 
@@ -491,6 +499,19 @@ def _absolute_dir(host: Host, package_dir: str) -> str:
     if getattr(host, "name", None) == "local":
         return os.path.abspath(package_dir)
     raise SourceInputError(f"package directory on {host.name} must be absolute, not {package_dir!r}")
+
+
+def _file_version(host: Host, root: str) -> tuple[str | None, str | None]:
+    """(version, file) from the package's own `_version.py` or `version.py` (setuptools-scm writes
+    `__version__ = version = '0.5.9'`), for a package directory without a dist-info beside it."""
+    for rel in VERSION_FILES:
+        try:
+            found = version_in(host.read_text(posixpath.join(root, rel)))
+        except (RemoteFileError, OSError, UnicodeError):
+            continue
+        if found:
+            return found, rel
+    return None, None
 
 
 def _no_init(host: Host, root: str, package: str) -> PackageNotFound:

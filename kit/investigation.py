@@ -1,0 +1,519 @@
+"""The guided investigation's steps, as calls: what notebooks 01-04 run (they hold prose and calls, no logic).
+
+- 01 ``symptom``: bench the server, and set the rate against a baseline and the roofline;
+- 02 ``baseline_launch``, ``compare_launch``, ``differences_that_matter``: what runs, against what ran;
+- 03 ``rule_source``, ``dryrun_crosscheck``, ``way_out``: why SGLang switched it off, and the way out;
+- 04 ``fix_plan``, ``validate``: relaunch with the fixes one at a time, re-bench, compare with a CI.
+
+Every number a notebook's conclusion states comes from these objects, computed from the runs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shlex
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import KitError
+
+__all__ = ["FixStep", "Symptom", "Validation", "baseline_launch", "compare_launch", "differences_that_matter",
+           "dryrun_crosscheck", "fix_plan", "measure", "rule_source", "symptom", "validate", "way_out"]
+
+_RESOLVED = Path(__file__).resolve().parent / "data" / "resolved"
+
+
+# --------------------------------------------------------------------------- 01 the symptom
+
+
+def measure(host, server, *, requests: int = 8, max_tokens: int = 128, concurrency: int = 1,
+            progress: Any = "auto", out: str | None = None, label: str | None = None):
+    """A benchmark of ``server`` (kit.bench.bench through its host: a forward when remote)."""
+    from .bench import bench
+
+    out = out or os.path.join(tempfile.gettempdir(), f"sgl-kit-{label or 'run'}-{os.getpid()}-{server.port}.jsonl")
+    return bench(host, port=server.port, requests=requests, max_tokens=max_tokens, concurrency=concurrency,
+                 warmup=1, progress=progress, out=out)
+
+
+@dataclass
+class Symptom:
+    target: str
+    rate: float | None  # median per-request decode tok/s
+    ttft_ms: float | None
+    accept_length: float | None
+    requests: int
+    baseline_tok_s: float | None
+    roofline: Any  # kit.doctor.Roofline
+
+    @property
+    def gap(self) -> float | None:
+        return self.baseline_tok_s - self.rate if self.baseline_tok_s and self.rate else None
+
+    @property
+    def slow(self) -> bool | None:
+        """Below 90% of the baseline: the symptom is there."""
+        return self.rate < 0.9 * self.baseline_tok_s if self.baseline_tok_s and self.rate else None
+
+    def to_text(self) -> str:
+        lines = [f"{self.target}: {self.rate:.1f} tok/s per request (median of {self.requests}), "
+                 f"time to first token {self.ttft_ms:.0f} ms"
+                 + (f", accept length {self.accept_length:.2f}" if self.accept_length else "")]
+        if self.baseline_tok_s:
+            lines.append(f"baseline {self.baseline_tok_s:g} tok/s: {self.gap:+.1f} tok/s short "
+                         f"({self.rate / self.baseline_tok_s:.0%} of it)" if self.gap > 0 else
+                         f"baseline {self.baseline_tok_s:g} tok/s: not slower than the baseline")
+        roof = self.roofline
+        if roof is not None and roof.ceiling_tok_s:
+            lines.append(f"the hardware's single-stream ceiling at this accept length: {roof.ceiling_tok_s:.1f} tok/s; "
+                         f"this launch runs at {self.rate / roof.ceiling_tok_s:.0%} of it")
+        elif roof is not None:
+            lines.append(f"ceiling unknown: {roof.note}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "rate_tok_s": self.rate, "ttft_ms": self.ttft_ms,
+                "accept_length": self.accept_length, "requests": self.requests, "baseline_tok_s": self.baseline_tok_s,
+                "gap_tok_s": self.gap, "ceiling_tok_s": getattr(self.roofline, "ceiling_tok_s", None)}
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape(self.to_text()) + "</pre>"
+
+
+def symptom(host, server, run, *, baseline_tok_s: float | None = None, target: str | None = None) -> Symptom:
+    """The measured rate, set against the baseline and the roofline of this server's model and GPUs."""
+    from .doctor import from_server, roofline_of
+
+    summary = run.summary()
+    evidence = from_server(host, server)
+    evidence.bench = bench_numbers(run)
+    rate = _median(summary, "decode_tok_s")
+    return Symptom(target or host.name, rate, _median(summary, "ttft_ms"), run.totals.get("accept_length"),
+                   run.totals["ok"], baseline_tok_s, roofline_of(evidence))
+
+
+def bench_numbers(run) -> dict:
+    """What the doctor reads from a benchmark: the median decode rate and the accept length."""
+    return {"tok_s": _median(run.summary(), "decode_tok_s"), "accept_length": run.totals.get("accept_length"),
+            "source": run.name}
+
+
+def _median(summary, row: str) -> float | None:
+    value = summary.loc[row, "median"] if row in summary.index else None
+    return None if value is None or value != value else float(value)
+
+
+# --------------------------------------------------------------------------- 02 the configuration
+
+
+def baseline_launch(spec: str, tree, *, model_dir: str | None = None):
+    """The baseline as a kit.server_args.LaunchSide: ``lab:old`` (the lab's record of the incident's old
+    launch), or a file: a log, a /server_info JSON, or a launch command."""
+    from .witness import LaunchOptions, read_launch
+
+    if spec.startswith("lab:"):
+        record = _RESOLVED / f"incident-{spec[4:]}-{tree.version}.json"
+        if not record.is_file():
+            known = sorted(p.name for p in _RESOLVED.glob("incident-*.json"))
+            raise KitError(f"no record of the lab's {spec[4:]!r} launch for sglang {tree.version}",
+                           hint=f"use one of {', '.join(known)} as lab:NAME, or give a file")
+        argv = json.loads(record.read_text())["argv"]
+        path = Path(tempfile.gettempdir()) / f"sgl-kit-baseline-{spec[4:]}.sh"
+        path.write_text("python -m sglang.launch_server " + shlex.join(argv) + "\n")
+        spec = str(path)
+    return read_launch(spec, tree, LaunchOptions(dryrun=False))
+
+
+def this_launch(server, tree, snapshot=None):
+    """The running server as a LaunchSide: what its argv asked, and what it runs with."""
+    from .server_args import LaunchSide, cli_defaults, effective_args, explicit_args
+
+    snapshot = snapshot if snapshot is not None else effective_args(server)
+    return LaunchSide(f"pid {server.pid} on {server.host_name}", "log", dict(snapshot.fields),
+                      "what the server runs with", explicit=explicit_args(server, tree), defaults=cli_defaults(tree))
+
+
+def compare_launch(server, tree, baseline):
+    """kit.server_args.launch_diff of the baseline against the running server."""
+    from .server_args import launch_diff
+
+    return launch_diff(baseline, this_launch(server, tree))
+
+
+# The fields the doctor's rules read: a difference in one of them can cost throughput.
+PERFORMANCE_FIELDS = (
+    "speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens", "speculative_eagle_topk",
+    "disable_piecewise_cuda_graph", "enforce_piecewise_cuda_graph", "disable_cuda_graph", "cuda_graph_max_bs",
+    "disable_overlap_schedule", "disable_radix_cache", "mamba_scheduler_strategy", "disable_custom_all_reduce",
+    "attention_backend", "max_running_requests", "mem_fraction_static", "chunked_prefill_size", "tp_size",
+    "enable_torch_compile", "kv_cache_dtype", "quantization", "cuda_graph_config",
+)
+
+
+def differences_that_matter(diff, server, tree):
+    """The rows of ``diff`` in fields that cost throughput, each with why the server has its value:
+    asked on its command line, or the sglang line that set it (kit.provenance). A DataFrame."""
+    import pandas as pd
+
+    from .provenance import explain_server
+
+    rows = []
+    unresolved = diff.a.kind == "command" and "not resolved" in diff.a.method
+    for r in diff.shown:
+        top = r.flag.split(".")[0]
+        if top not in PERFORMANCE_FIELDS:
+            continue
+        if unresolved and r.a is None and r.a_origin == "default":
+            continue  # a None default is sglang's to fill at startup: the baseline's value is not known
+        why = "asked on the launch command" if r.b_origin == "asked" else ""
+        if not why:
+            exp = explain_server(server, top, tree)
+            fired = [s for s in exp.fired if "server_args" in s.file or "arg_groups" in s.file]
+            why = (f"sglang set it: {fired[0].where.removeprefix('sglang/')} {fired[0].rule or fired[0].function}"
+                   if fired else "no flag asked for it; no site of the source was found to fire")
+        rows.append({"flag": r.flag, "baseline": r.a, "here": r.b, "why": why})
+    return pd.DataFrame(rows, columns=["flag", "baseline", "here", "why"])
+
+
+# --------------------------------------------------------------------------- 03 the auto-disable
+
+
+def rule_source(tree, explanation):
+    """The function holding the site that fired, as a SourceSnippet with the rule, its guard and the
+    assignment marked: the `sed -n` of the incident, found by name."""
+    fired = explanation.fired or [s for s in explanation.sites if s.status == "unknown"]
+    if not fired:
+        raise KitError(f"no site assigning {explanation.flag} fired in sglang {explanation.version}",
+                       hint="with no log at hand every site is undecided; give the server's log")
+    site = fired[0]
+    snippet = tree.function(site.function)
+    label = f"{site.rule}" if site.rule else "fired"
+    lines = {site.line, site.write_line or site.line, *(g.line for g in site.guards if g.kind in ("if", "rule"))}
+    if site.rule_line:
+        lines.add(site.rule_line)
+    for n in sorted(x for x in lines if x and snippet.start <= x <= snippet.end):
+        snippet.mark(n, label)
+    return snippet
+
+
+def evidence_lines(tree, site, around: int = 2) -> list:
+    """The source lines a site's evidence cites (``(sglang/srt/configs/model_config.py:1384)``), as snippets."""
+    import re
+
+    out = []
+    for text in site.evidence:
+        for path, line in re.findall(r"\(sglang/([\w/.]+\.py):(\d+)\)", text):
+            n = int(line)
+            snippet = tree.read(path, max(1, n - around), n + around)
+            snippet.mark(n, text[:60])
+            out.append(snippet)
+    return out
+
+
+@dataclass
+class CrossCheck:
+    how: str  # "dry-run (live)" or "committed snapshot"
+    source: str
+    dryrun_sites: list[str]
+    static_sites: list[str]
+
+    @property
+    def agree(self) -> bool:
+        return set(self.dryrun_sites) == set(self.static_sites)
+
+    def to_text(self) -> str:
+        verdict = "agree" if self.agree else "DISAGREE"
+        return (f"{self.how} ({self.source}): sglang's own run set it at {', '.join(self.dryrun_sites) or 'nowhere'}; "
+                f"the static reading says {', '.join(self.static_sites) or 'nowhere'} -> {verdict}")
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape(self.to_text()) + "</pre>"
+
+
+def dryrun_crosscheck(server, tree, explanation, *, gpu: str = "a6000") -> CrossCheck:
+    """Check the static answer against sglang's own resolution of the server's launch: a live dry-run
+    where its environment exists here, else the lab's committed snapshot of the same launch."""
+    from .dryrun import dry_run, environment, supported_versions
+    from .model_config import model_config_beside
+    from .server_args import effective_args, server_flags
+
+    flag = explanation.flag
+    static = [s.where.removeprefix("sglang/") for s in explanation.fired
+              if "server_args" in s.file or "arg_groups" in s.file]
+    version = tree.version
+    if version in supported_versions() and environment(version).ready:
+        config = model_config_beside(server.host, effective_args(server).get("model_path"))
+        with tempfile.TemporaryDirectory(prefix="sgl-kit-model-") as model:
+            Path(model, "config.json").write_text(json.dumps(config or {}))
+            flags = [f for f in server_flags(server.argv)]
+            result = dry_run(flags, model=model, gpu=gpu, sglang=version)
+        sites = [c.where for c in result.changes if c.field == flag]
+        return CrossCheck("dry-run (live)", f"sglang {version} in its dry-run environment, GPU {gpu}", sites, static)
+    for record in sorted(_RESOLVED.glob(f"incident-*-{version}.json")):
+        data = json.loads(record.read_text())
+        if [*data["argv"]] and _same_flags(data["argv"], server_flags(server.argv)):
+            sites = [c["where"] for c in data["changes"] if c["field"] == flag]
+            return CrossCheck("committed snapshot", f"{record.relative_to(record.parents[2])}, made by "
+                              f"{data['made_by'][:80]}", sites, static)
+    raise KitError(f"no dry-run environment for sglang {version} here, and no committed snapshot of this launch",
+                   hint=f"`sgl-kit dryrun setup --sglang {version}` builds one (about 1.2 GB, once)")
+
+
+def _same_flags(a: list[str], b: list[str]) -> bool:
+    skip = {"--model-path", "--host", "--port", "--device"}
+
+    def core(argv):
+        out, i = [], 0
+        while i < len(argv):
+            if argv[i] in skip:
+                i += 2
+                continue
+            out.append(argv[i])
+            i += 1
+        return sorted(" ".join(out).replace("--tensor-parallel-size", "--tp-size").split())
+    return core(a) == core(b)
+
+
+@dataclass
+class WayOut:
+    escape: Any  # kit.provenance.Escape or None
+    refused: list  # kit.provenance.Refusal: what sglang refuses at startup
+    version: str | None
+
+    def to_text(self) -> str:
+        out = []
+        if self.escape is not None:
+            out.append(f"In {self.version} the way out is {self.escape.option} (the early return "
+                       f"`if {self.escape.condition}` at {self.escape.where}).")
+        else:
+            out.append(f"sglang {self.version} has no flag that skips the rule that fired.")
+        for r in self.refused:
+            out.append(f"--language-only is not it: sglang {self.version} refuses it at startup ({r.where}: "
+                       f"\"{r.message}\").")
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape(self.to_text()) + "</pre>"
+
+
+def way_out(tree, explanation, snapshot=None, model_config=None) -> WayOut:
+    """The flag that skips the rule that fired, and what sglang says to the fix people try first."""
+    from .provenance import escapes, refusals
+    from .server_args import cli_defaults
+
+    found = escapes(tree, explanation)
+    refused = []
+    if "language_only" in cli_defaults(tree):
+        refused = [r for r in refusals(tree, snapshot or {}, {"language_only": True}, model_config)
+                   if r.status == "fired"]
+    return WayOut(found[0] if found else None, refused, tree.version)
+
+
+# --------------------------------------------------------------------------- 04 fix and validate
+
+
+@dataclass
+class FixStep:
+    title: str  # the finding it fixes
+    finding: str  # its id
+    changes: list  # kit.doctor.Change
+    flags: list[str]  # the server's flags with this step and every earlier one applied
+    sites: list[str] = field(default_factory=list)  # the sglang file:line behind the finding
+
+    @property
+    def command(self) -> str:
+        return "python -m sglang.launch_server " + shlex.join(self.flags)
+
+
+def fix_plan(diagnosis, server) -> list[FixStep]:
+    """One step per finding whose fix is a change of flags, in the doctor's order (largest first),
+    each with the flags of every earlier step: the launch to try at that step."""
+    from .server_args import server_flags
+
+    flags = server_flags(server.argv)
+    steps = []
+    for finding in diagnosis.findings:
+        changes = [c for c in finding.changes if c.option]
+        if not changes:
+            continue
+        for change in changes:
+            flags = change.apply(flags)
+        steps.append(FixStep(finding.title, finding.id, changes, list(flags), list(finding.sites)))
+    return steps
+
+
+@dataclass
+class StepResult:
+    step: FixStep | None  # None: the launch as found
+    run: Any  # kit.bench.BenchRun
+    rate: float | None
+    vs_previous: Any = None  # kit.bench.Comparison
+
+
+@dataclass
+class Validation:
+    target: str
+    results: list[StepResult]
+    baseline_tok_s: float | None
+    ceiling_tok_s: float | None  # at the final accept length
+    applied: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def before(self) -> float | None:
+        return self.results[0].rate if self.results else None
+
+    @property
+    def after(self) -> float | None:
+        return self.results[-1].rate if self.results else None
+
+    @property
+    def symptom_gone(self) -> bool | None:
+        if not self.applied or self.after is None or not self.baseline_tok_s:
+            return None
+        return self.after >= 0.9 * self.baseline_tok_s
+
+    def conclusion(self) -> str:
+        if not self.applied:
+            return ("Not applied: the fixes were printed, not run (set apply_fix = True to relaunch a real server). "
+                    f"Before: {self.before:.1f} tok/s.")
+        lines = [f"Before: {self.before:.1f} tok/s per request (median)."]
+        for r in self.results[1:]:
+            c = r.vs_previous
+            lines.append(f"+ {r.step.title} ({', '.join(map(str, r.step.changes))}): {r.rate:.1f} tok/s; "
+                         f"mean {c.diff:+.1f} tok/s ({c.rel_diff:+.0%}), {c.confidence:.0%} CI "
+                         f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {c.verdict}.")
+        if self.ceiling_tok_s:
+            lines.append(f"After: {self.after:.1f} tok/s, {self.after / self.ceiling_tok_s:.0%} of the single-stream "
+                         f"ceiling ({self.ceiling_tok_s:.1f} tok/s at this accept length).")
+        if self.symptom_gone is not None:
+            lines.append(f"The symptom is {'gone' if self.symptom_gone else 'still there'}: {self.after:.1f} tok/s "
+                         f"against the baseline's {self.baseline_tok_s:g} "
+                         f"({'at least' if self.symptom_gone else 'below'} 90% of it).")
+        return "\n".join(lines + self.notes)
+
+    def to_dict(self) -> dict:
+        steps = []
+        for r in self.results:
+            c = r.vs_previous
+            steps.append({"step": r.step.title if r.step else "as found", "finding": r.step.finding if r.step else None,
+                          "changes": [str(x) for x in r.step.changes] if r.step else [],
+                          "sites": list(r.step.sites) if r.step else [], "rate_tok_s": r.rate,
+                          "run": str(r.run.path) if r.run is not None and getattr(r.run, "path", None) else None,
+                          "vs_previous": c.to_dict() if c is not None else None})
+        return {"target": self.target, "applied": self.applied, "before_tok_s": self.before,
+                "after_tok_s": self.after, "baseline_tok_s": self.baseline_tok_s, "ceiling_tok_s": self.ceiling_tok_s,
+                "symptom_gone": self.symptom_gone, "steps": steps, "conclusion": self.conclusion()}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(self.to_dict(), indent=2, default=str) + "\n")
+        return out
+
+    def plot(self):
+        from .display import steps_chart
+
+        return steps_chart(self)
+
+    def __repr__(self) -> str:
+        return f"<Validation {self.target}: {self.before} -> {self.after} tok/s>"
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape(self.conclusion()) + "</pre>"
+
+
+def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 8, max_tokens: int = 128,
+             apply_fix: bool = False, baseline_tok_s: float | None = None, progress: Any = "auto",
+             say: Callable[[str], None] = print) -> Validation:
+    """Bench the launch as found, then relaunch with each step and bench again, comparing each with
+    the one before (bootstrap CI). The lab is relaunched with `Lab.restart`; a real server only when
+    ``apply_fix`` is True (otherwise each step's command is printed and nothing is run)."""
+    from .bench import compare
+    from .lab import find_target_server
+
+    first = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
+    results = [StepResult(None, first, _median(first.summary(), "decode_tok_s"))]
+    lab = _lab_of(host, server)
+    if lab is None:
+        for step in plan:
+            say(f"{step.title}:\n  {_prefix(server)}{shlex.join(step.flags)}")
+        if not apply_fix:
+            say("not applied: set apply_fix = True to relaunch this server with each step in turn")
+            return Validation(target, results, baseline_tok_s, None, False)
+    previous = first
+    accept = first.totals.get("accept_length")
+    for step in plan:
+        say(f"relaunching with {', '.join(map(str, step.changes))}")
+        if lab is not None:
+            lab.restart(flags=step.flags)
+        else:
+            relaunch(host, server, step.flags)
+        server = find_target_server(host, target, port=server.port)
+        run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress,
+                      label=step.finding)
+        results.append(StepResult(step, run, _median(run.summary(), "decode_tok_s"), compare(previous, run)))
+        previous, accept = run, run.totals.get("accept_length") or accept
+    ceiling = _ceiling(host, server, accept)
+    return Validation(target, results, baseline_tok_s, ceiling, True)
+
+
+def _prefix(server) -> str:
+    """The server's argv up to its flags (``/root/ml-env/bin/python -m sglang.launch_server ``)."""
+    from .server_args import server_flags
+
+    flags = server_flags(server.argv)
+    head = server.argv[:len(server.argv) - len(flags)] if flags else server.argv
+    return shlex.join(head) + " "
+
+
+def relaunch(host, server, flags: list[str], *, timeout: float = 900.0) -> dict:
+    """Stop ``server`` and start it again with ``flags``, the way it ran (its interpreter, module, working
+    directory, environment and log), then wait for /health. For a server the kit did not start: only
+    when a person asked (``apply_fix``). Raises KitError, with the end of the log, when it does not come up."""
+    from ._remote import run_json
+    from .server_args import server_flags
+
+    head = server.argv[:len(server.argv) - len(server_flags(server.argv))]
+    args = {"pid": server.pid, "argv": [*head, *flags], "cwd": server.cwd, "env": dict(server.env or {}),
+            "log": server.log_path, "host": server.bind_host or "127.0.0.1", "port": server.port,
+            "stop_timeout": 60, "timeout": timeout}
+    result = run_json(host, "lab_agent", "relaunch", json.dumps(args), timeout=timeout + 120,
+                      what=f"relaunch pid {server.pid}")
+    if result.get("outcome") != "started":
+        tail = "\n    ".join(result.get("log_tail") or ["(no log)"])
+        raise KitError(f"the relaunched server on {host.name} did not come up ({result.get('outcome')}); "
+                       f"the end of its log:\n    {tail}",
+                       hint="fix the flags it names and relaunch by hand with the printed command")
+    return result
+
+
+def _lab_of(host, server):
+    if server.kind != "lab":
+        return None
+    from .lab import Lab
+
+    return Lab(host, directory=server.labels.get("lab_dir"))
+
+
+def _ceiling(host, server, accept: float | None) -> float | None:
+    from .doctor import from_server, roofline_of
+
+    evidence = from_server(host, server)
+    if accept:
+        evidence.bench = {"tok_s": None, "accept_length": accept, "source": "the last run"}
+    return roofline_of(evidence).ceiling_tok_s

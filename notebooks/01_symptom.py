@@ -1,0 +1,141 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · The symptom: is it slow, and compared with what?
+
+# %% [markdown]
+# **What you will learn**
+# - how to measure decode speed the way a user feels it: tokens per second *per request*, streamed, with
+#   the time to the first token and the speculative accept length beside it;
+# - why "slow" needs two reference points: what it used to do (a baseline) and what the hardware can do at
+#   all (the single-stream roofline);
+# - how big the gap is, in tok/s, measured rather than remembered.
+#
+# **What you need**
+# - the target from `00_connect` (`lab` by default: the incident's server, no GPU needed);
+# - the speed it used to reach, if you know it (`baseline_tok_s`; the incident's user remembered ~70).
+
+# %%
+import kit.lab
+from kit import investigation
+from kit.display import rate_distribution, timeline
+from kit.lab import find_target_server
+from kit.report import build_report
+from kit.target import connect
+
+# %% tags=["parameters"]
+target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
+ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
+trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
+server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+requests: int = 8  # measured requests, one at a time (a warm-up request comes first)
+max_tokens: int = 128  # output tokens per request: long enough to reach a steady decode rate
+baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no baseline)
+notebook_file: str = "01_symptom.ipynb"  # this notebook as saved (or as papermill writes it), for the report
+share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "01_symptom.html" ("": do not)
+
+# %% [markdown]
+# ## 1. The server
+#
+# As in `00_connect`: one target string, and discovery finds the server on the box.
+
+# %%
+kit.lab.ensure_running(target)
+host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
+server = find_target_server(host, target, port=server_port or None)
+server
+
+# %% [markdown]
+# ## 2. Measure, one request at a time
+#
+# In the incident the user's complaint was a single number: "35-40 tok/s, it used to be ~70". The first
+# job is to reproduce that number under control. One request at a time (`concurrency=1`) measures what one
+# user feels; batching many requests would measure throughput, which is a different question.
+#
+# The kit streams each request and times every chunk the server sends. Decode tok/s is counted *after* the
+# first chunk, so the prefill is not in it; the time to the first token is reported on its own. With
+# speculative decoding a chunk carries several tokens, and the token counts come from the server's own
+# `meta_info`, not from splitting the text. Each finished request is appended to a JSONL file as it ends,
+# so a run that dies half-way keeps what it measured.
+#
+# On a real server this sends real requests: keep `requests` small on a box that serves users.
+
+# %%
+run = investigation.measure(host, server, requests=requests, max_tokens=max_tokens, label="symptom")
+run
+
+# %% [markdown]
+# ## 3. What one request sees
+#
+# Every dot is a request. A tight cluster means the rate is a property of the launch, not of luck; a wide
+# spread would call for more requests before concluding anything.
+
+# %%
+rate_distribution({"as found": run})
+
+# %%
+run.summary()
+
+# %% [markdown]
+# The timeline shows each request from send to last token: a long gap before the first-token mark is
+# prefill (or queueing), the line after it is decoding.
+
+# %%
+timeline(run)
+
+# %% [markdown]
+# ## 4. Against what: the baseline and the roofline
+#
+# A rate means little alone. Two references give it a meaning:
+#
+# - **the baseline**: what this deployment used to do (`baseline_tok_s`);
+# - **the roofline**: one stream's decode reads every weight once per step, so the GPUs' memory bandwidth
+#   caps tokens per second at *accepted tokens per step x bandwidth / bytes per step*. The kit counts the
+#   bytes from the model's `config.json` (for Qwen3.6-27B, about 51.6 GB per step in bf16, with its linear
+#   attention state) and takes the bandwidth from the GPU's datasheet. A launch far below its ceiling is
+#   leaving speed on the table; one near it needs faster hardware, not flags.
+#
+# The engineer in the incident had neither number written down: the baseline was a memory and the ceiling
+# was never computed.
+
+# %%
+symptom = investigation.symptom(host, server, run, baseline_tok_s=baseline_tok_s or None, target=target)
+symptom
+
+# %%
+symptom.roofline
+
+# %% [markdown]
+# ## The gap, measured
+#
+# The cell above states the measured rate, how far it is from the baseline, and what share of the
+# hardware's ceiling this launch reaches, all computed from this run. On the lab, the rate comes from its
+# throughput model, calibrated to the incident's reported 35-40 tok/s (see `00_connect`).
+#
+# **Next:** `02_config` reads what the server is actually running, and compares it with the launch that
+# used to be fast.
+
+# %% [markdown]
+# ## Share
+#
+# To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
+# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
+# `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
+
+# %%
+if share_to:
+    print(build_report([notebook_file], share_to).summary())

@@ -1,0 +1,148 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · The auto-disable: why did SGLang switch it off?
+
+# %% [markdown]
+# **What you will learn**
+# - how to find every line of SGLang that assigns a flag, the conditions guarding each, and which one fired
+#   for *this* server, from the source installed on the box;
+# - how to follow a condition such as `is_multimodal` into the model config and the architecture lists;
+# - how to check the answer against SGLang's own code run on CPU (the dry-run);
+# - the fix that works in this SGLang version, and the one people try first that does not.
+#
+# **What you need**
+# - the target from `02_config`; nothing on the box but the server and its Python.
+
+# %%
+import kit.lab
+from kit import investigation
+from kit.doctor import doctor
+from kit.lab import find_target_server
+from kit.provenance import explain_server
+from kit.server_args import effective_args
+from kit.source import SourceTree
+from kit.report import build_report
+from kit.target import connect
+
+# %% tags=["parameters"]
+target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
+ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
+trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
+server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+flag: str = "disable_piecewise_cuda_graph"  # the argument SGLang changed on its own (from 02_config)
+gpu: str = "a6000"  # the GPU profile the dry-run answers SGLang's hardware probes with (kit/data/gpus.yaml)
+notebook_file: str = "03_auto_disable.ipynb"  # this notebook as saved (or as papermill writes it), for the report
+share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "03_auto_disable.html" ("": do not)
+
+# %%
+kit.lab.ensure_running(target)
+host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
+server = find_target_server(host, target, port=server_port or None)
+tree = SourceTree.of_server(server)
+if host.name != "local":
+    tree = tree.snapshot()  # one copy of the remote source, reused by every read below
+tree
+
+# %% [markdown]
+# ## 1. Every line that assigns it, and which fired
+#
+# By hand, this was the long part of the incident: `grep -n disable_piecewise_cuda_graph` across the
+# package, then `sed -n 1180,1260p server_args.py` and friends, reading each `if` and guessing which held.
+# The first guess (the explicit list of disabled architectures) was a dead end.
+#
+# `explain_server` does the reading by parsing: every assignment (plain, `setattr`, rules tables, the
+# `declare_resolution` hooks of 0.5.2x), the guards on the way to each (enclosing `if`s, early returns, the
+# calls that reach its function), each evaluated against this server's effective arguments, its launch
+# command, its environment and its model's `config.json`. Guards that need the hardware (`is_hip()`) stay
+# *unknown*, with the reason. Lines are found by name, never by number, so the same call works on another
+# release.
+
+# %%
+explanation = explain_server(server, flag, tree)
+explanation
+
+# %% [markdown]
+# ## 2. The rule, in the source
+#
+# The function holding the site that fired, with the rule's comment, its guard and the assignment marked:
+# the `sed -n` of the incident, found by name.
+
+# %%
+investigation.rule_source(tree, explanation)
+
+# %% [markdown]
+# ## 3. Follow `is_multimodal` into the model config
+#
+# The guard calls `self.get_model_config().is_multimodal`. The kit follows that property into `ModelConfig`'s
+# own source and evaluates it against this model's `config.json`: its architecture,
+# `Qwen3_5ForConditionalGeneration`, is in SGLang's list of multimodal architectures, so a model served
+# text-only still counts as a VLM. These are the lines the answer rests on:
+
+# %%
+for snippet in investigation.evidence_lines(tree, (explanation.fired or explanation.sites)[0]):
+    display(snippet)  # noqa: F821 (IPython's display)
+
+# %% [markdown]
+# ## 4. Check it against SGLang itself
+#
+# A static reading can be wrong. The dry-run runs the real `ServerArgs.__post_init__` of this sglang
+# version on CPU, with the GPU probes answering like the target's GPU, and records every write. Where its
+# environment is set up here (`sgl-kit dryrun setup`), the check runs live; otherwise it uses the lab's
+# committed record of the same launch. The line below says which.
+
+# %%
+investigation.dryrun_crosscheck(server, tree, explanation, gpu=gpu)
+
+# %% [markdown]
+# ## 5. The way out, and the fix that is not one
+#
+# The function that holds the rule starts with an early return on a flag: in 0.5.11,
+# `if self.enforce_piecewise_cuda_graph: return`. That flag skips every auto-disable rule, so it is the fix
+# *for this version*; line numbers and even flag names change between releases (0.5.18 renamed it), which
+# is why the kit reads it from the installed source instead of a table.
+#
+# The pitfall: serving the model "text-only" with `--language-only` sounds right, but SGLang refuses that
+# launch at startup unless `--encoder-urls` is given. The kit finds the `raise` that would fire.
+
+# %%
+investigation.way_out(tree, explanation, effective_args(server), None)
+
+# %% [markdown]
+# ## 6. All of the above, in one command
+#
+# `doctor` asks these questions and a dozen more (CUDA graphs, speculative decoding against SGLang's own
+# choice for the model, the scheduler, caches, GPU links, NCCL, known regressions) and orders the answers by
+# their estimated cost. From a terminal: `sgl-kit doctor TARGET`.
+
+# %%
+diagnosis = doctor(target, host=host, port=server.port)
+diagnosis
+
+# %% [markdown]
+# **Next:** `04_fix_and_validate` applies the fixes one at a time and measures each.
+
+# %% [markdown]
+# ## Share
+#
+# To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
+# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
+# `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
+
+# %%
+if share_to:
+    print(build_report([notebook_file], share_to).summary())
