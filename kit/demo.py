@@ -1,10 +1,10 @@
 """``make demo``: the whole investigation, on this machine, with no GPU.
 
-    python -m kit.demo [--target lab] [--out out]      # the story: notebooks 00-04 against the lab
+    python -m kit.demo [--target lab] [--out out]      # the story: notebooks 00-05 against the lab
     python -m kit.demo source [--version 0.5.11]       # the rule in a real sglang source, in a terminal
 
 The story brings the lab up with the incident's new launch, executes the guided notebooks
-00-04 with papermill against it, writes the executed notebooks and one HTML page of them to
+00-05 with papermill against it, writes the executed notebooks and one HTML page of them to
 ``out/``, and prints a summary computed from those runs: the symptom, the causes with their
 ``file:line``, the fixes, and the gain of each with its confidence interval.
 """
@@ -29,7 +29,7 @@ from .target import connect
 __all__ = ["NOTEBOOKS", "main", "mark_rules"]
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ("00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate")
+NOTEBOOKS = ("00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate", "05_upgrade")
 FUNCTION = "ServerArgs._handle_piecewise_cuda_graph"
 _RULE_COMMENT = re.compile(r"^\s*#\s*(?P<number>\d+[a-z]?)\.\s*(?P<title>.+)$")
 
@@ -39,7 +39,7 @@ _RULE_COMMENT = re.compile(r"^\s*#\s*(?P<number>\d+[a-z]?)\.\s*(?P<title>.+)$")
 
 def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_config: str | None,
           port: int = 0) -> int:
-    """Run notebooks 00-04 against the lab; print the summary their runs support."""
+    """Run notebooks 00-05 against the lab; print the summary their runs support."""
     import papermill
 
     from .lab import Lab
@@ -102,7 +102,7 @@ def _html(out: Path, console) -> Path | None:
     from .report import build_report
 
     result = build_report([str(p) for p in paths], str(target), title="The incident, investigated")
-    console.print(f"  one page of all five: {target} ({result.bytes / 1e6:.1f} MB; {result.summary()})",
+    console.print(f"  one page of all of them: {target} ({result.bytes / 1e6:.1f} MB; {result.summary()})",
                   markup=False, soft_wrap=True)
     return target
 
@@ -130,7 +130,7 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float) 
     say("(On the lab the fixed launch's speed is an assumption of its throughput model: the incident reports no "
         "number for it.)")
     say()
-    say(f"Executed notebooks: {out}/ (00-04, {seconds:.0f} s in all)" + (f"; one page: {page}" if page else ""))
+    say(f"Executed notebooks: {out}/ (00-05, {seconds:.0f} s in all)" + (f"; one page: {page}" if page else ""))
     say("Open them in JupyterLab with `make lab` (it starts the lab too).")
 
 
@@ -210,7 +210,7 @@ def source(console, version: str, target: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kit.demo", description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="?", default="story", choices=("story", "source"),
-                        help="story: notebooks 00-04 against the lab (default); source: the rule in the source")
+                        help="story: notebooks 00-05 against the lab (default); source: the rule in the source")
     parser.add_argument("--target", default="lab", help="story: where the server is (default: lab); "
                                                        "source: where to lay out the tree (default: local)")
     parser.add_argument("--out", default=str(ROOT / "out"), help="story: where the executed notebooks go (out/)")

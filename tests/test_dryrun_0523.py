@@ -91,11 +91,13 @@ def test_hooks_declare_the_changes_with_their_sites(results):
     assert result.probes_missing == []
 
 
-def test_the_prefill_cuda_graph_is_opt_in(results):
-    """0.5.23's default config leaves the prefill graph off; a prefill backend asked for is kept (it is
+def test_the_prefill_cuda_graph_defaults_to_breakable_on_cuda(results):
+    """On an NVIDIA GPU 0.5.23's default prefill backend is `breakable` (`default_prefill_backend` asks
+    `sglang.srt.utils.is_cuda` when it runs: the dry-run answers it there), and Qwen3.5 is on the
+    breakable allowlist, so no rule turns it off; a prefill backend asked for is kept (it is
     "locked", so the incompatibility cascade, multimodal rule included, is skipped)."""
     result = results["renamed"]
-    assert result.final["cuda_graph_config"]["prefill"]["backend"] == "disabled"
+    assert result.final["cuda_graph_config"]["prefill"]["backend"] == "breakable"
     assert result.final["cuda_graph_config"]["decode"]["backend"] == "full"
     parse = [c for c in result.changes_to("cuda_graph_config") if c.function == "parse_cuda_graph_config"]
     assert parse and parse[0].file == "sglang/srt/arg_groups/cuda_graph_hook.py"

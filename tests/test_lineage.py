@@ -9,32 +9,12 @@ release before any of them.
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
+from _source_support import DictTree
 
-from kit.errors import SourceFileNotFound, UnknownFlag
+from kit.errors import UnknownFlag
 from kit.provenance import explain, normalize_flag
 from kit.server_args import SAME_VALUE, flag_table, folds, lineage
-
-
-class DictTree:
-    """A source tree held in memory: read_text/files/version, nothing else."""
-
-    def __init__(self, files: dict[str, str], version: str | None = "0.0.test") -> None:
-        self._files = {k: textwrap.dedent(v) for k, v in files.items()}
-        self.version = version
-        self.package = "sglang"
-
-    def read_text(self, path: str) -> str:
-        try:
-            return self._files[path]
-        except KeyError:
-            raise SourceFileNotFound(f"{path} is not in the tree") from None
-
-    def files(self, pattern: str = "**/*.py") -> list[str]:
-        return sorted(self._files)
-
 
 ACTIONS = """
 import argparse

@@ -1,6 +1,6 @@
 """Every notebook runs with papermill against the lab on a box reached over real SSH (docs/architecture.md, "Where to add things").
 
-The guided notebooks 00-04 run through `python -m kit.demo`, as `make demo` runs them.
+The guided notebooks 00-05 run through `python -m kit.demo`, as `make demo` runs them.
 
 The sshd fixture is the "remote": the lab is started there with `Lab(host).up()` (python3
 only on that side; the kit travels as a wheel), in its own directory and on a free port.
@@ -24,7 +24,7 @@ NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = NOTEBOOKS / "_executed"
 PATHS = sorted(p for p in NOTEBOOKS.rglob("*.ipynb") if "_executed" not in p.parts and ".ipynb_checkpoints" not in p.parts)
 IDS = [str(p.relative_to(NOTEBOOKS)) for p in PATHS]
-GUIDED = ["00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate"]
+GUIDED = ["00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate", "05_upgrade"]
 
 
 def _cells(path: Path) -> list[dict]:
@@ -99,7 +99,7 @@ def test_each_notebook_is_paired_with_its_py_percent_file(path):
 
 # -- execution over SSH -------------------------------------------------------------------------------
 #
-# `python -m kit.demo` (what `make demo` runs) executes 00-04 in order against the lab on the test
+# `python -m kit.demo` (what `make demo` runs) executes 00-05 in order against the lab on the test
 # sshd's box, over real SSH, as a user would; the tests below read what it wrote. The template runs
 # on its own.
 
@@ -113,7 +113,7 @@ def story(remote_lab, sshd, tmp_path_factory):
                            "--requests", "4", "--max-tokens", "64"],
                           capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    print(f"notebooks 00-04 over SSH: {time.monotonic() - started:.0f} s")
+    print(f"notebooks 00-05 over SSH: {time.monotonic() - started:.0f} s")
     return out, proc.stdout
 
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 import gc
 import itertools
 import json
-import textwrap
 import weakref
 from pathlib import Path
 
 import pytest
+from _source_support import DictTree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kit._pysource import modules_for
-from kit.errors import ModelConfigError, SourceFileNotFound
+from kit.errors import ModelConfigError
 from kit.hosts import LocalHost
 from kit.provenance import FlagExplanation, explain, normalize_flag
 from kit.server_args import parse_log
@@ -334,26 +334,6 @@ def test_0_5_23_explains_the_prefill_off_switch(prefill_0523):
 
 
 # --------------------------------------------------------------------------- layouts, on small trees
-
-
-class DictTree:
-    """A source tree held in memory: read_text/files/version, nothing else."""
-
-    def __init__(self, files: dict[str, str], version: str = "0.0.test") -> None:
-        self._files = {k: textwrap.dedent(v) for k, v in files.items()}
-        self.version = version
-        self.package = "sglang"
-        self.reads = 0
-
-    def read_text(self, path: str) -> str:
-        self.reads += 1
-        try:
-            return self._files[path]
-        except KeyError:
-            raise SourceFileNotFound(f"{path} is not in the tree") from None
-
-    def files(self, pattern: str = "**/*.py") -> list[str]:
-        return sorted(self._files)
 
 
 CHAINS = """

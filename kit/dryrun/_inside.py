@@ -74,6 +74,8 @@ MORE_PROBES = (
 )
 # Modules whose namespaces get the answers: sglang's argument code, not the kernels.
 ARG_PATH = ("sglang.srt.server_args", "sglang.srt.arg_groups")
+# Probes argument code imports from the `sglang.srt.utils` package while it runs.
+LAZY_PROBES = ("is_cuda",)
 
 
 # --------------------------------------------------------------------------- stand-ins
@@ -185,6 +187,15 @@ def patch_probes(server_args_module, gpu: dict) -> tuple[dict, list[str]]:
         for name in (*PROBES, *MORE_PROBES):
             if callable(vars(module).get(name)):
                 setattr(module, name, _constant(answers[name]))
+    # Argument code that imports a probe when it runs (0.5.18+: `default_prefill_backend` does
+    # `from sglang.srt.utils import is_cuda`) reads the package attribute: answer there too. Each
+    # launch runs in its own fork, and by now every kernel module that checks is_cuda() at import
+    # has been imported with the real answer, so only this launch's argument code sees it.
+    utils = sys.modules.get("sglang.srt.utils")
+    if utils is not None:
+        for name in LAZY_PROBES:
+            if callable(vars(utils).get(name)):
+                setattr(utils, name, _constant(answers[name]))
     facts = {fact: answers[probe] for fact, probe in _platform_facts().items() if probe in answers}
     if facts:
         sys.modules["sglang.srt.runtime_context"].override_platform(**facts).install()
