@@ -472,13 +472,16 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
     return Validation(target, results, baseline_tok_s, ceiling, True)
 
 
-def _prefix(server) -> str:
-    """The server's argv up to its flags (``/root/ml-env/bin/python -m sglang.launch_server ``)."""
+def _head(server) -> list[str]:
+    """The server's argv up to its flags (``/root/ml-env/bin/python -m sglang.launch_server``)."""
     from .server_args import server_flags
 
     flags = server_flags(server.argv)
-    head = server.argv[:len(server.argv) - len(flags)] if flags else server.argv
-    return shlex.join(head) + " "
+    return server.argv[:len(server.argv) - len(flags)] if flags else list(server.argv)
+
+
+def _prefix(server) -> str:
+    return shlex.join(_head(server)) + " "
 
 
 def relaunch(host, server, flags: list[str], *, timeout: float = 900.0) -> dict:
@@ -486,10 +489,8 @@ def relaunch(host, server, flags: list[str], *, timeout: float = 900.0) -> dict:
     directory, environment and log), then wait for /health. For a server the kit did not start: only
     when a person asked (``apply_fix``). Raises KitError, with the end of the log, when it does not come up."""
     from ._remote import run_json
-    from .server_args import server_flags
 
-    head = server.argv[:len(server.argv) - len(server_flags(server.argv))]
-    args = {"pid": server.pid, "argv": [*head, *flags], "cwd": server.cwd, "env": dict(server.env or {}),
+    args = {"pid": server.pid, "argv": [*_head(server), *flags], "cwd": server.cwd, "env": dict(server.env or {}),
             "log": server.log_path, "host": server.bind_host or "127.0.0.1", "port": server.port,
             "stop_timeout": 60, "timeout": timeout}
     result = run_json(host, "lab_agent", "relaunch", json.dumps(args), timeout=timeout + 120,

@@ -14,8 +14,8 @@ from typing import Any
 
 from kit.errors import KitError
 
-__all__ = ["common_options", "console", "emit_json", "host_for", "local_file", "plain", "ssh_options",
-           "tree_for"]
+__all__ = ["common_options", "console", "emit_json", "host_for", "launch_options", "local_file", "plain",
+           "ssh_options", "tree_for"]
 
 
 def common_options(parser: argparse.ArgumentParser, suppress: bool = True) -> argparse.ArgumentParser:
@@ -36,6 +36,16 @@ def common_options(parser: argparse.ArgumentParser, suppress: bool = True) -> ar
     g.add_argument("--timeout", type=float, metavar="SEC", default=d(60.0),
                    help="per-command timeout on the target (default: 60)")
     return parser
+
+
+def launch_options(group) -> None:
+    """--model, --gpu, --tp, --env: what a dry-run needs besides the flags (dryrun, upgrade-diff)."""
+    group.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
+                       help="the model's directory or config.json (default: --model-path among the flags)")
+    group.add_argument("--gpu", default="a6000", help="GPU profile, see `sgl-kit dryrun gpus` (default: a6000)")
+    group.add_argument("--tp", type=int, metavar="N", help="tensor parallel size (adds --tp-size N)")
+    group.add_argument("--env", metavar="KEY=VALUE", action="append", default=[],
+                       help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
 
 
 def ssh_options(args) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import sys
 
 from kit.errors import DryRunError
 
-from .common import emit_json
+from .common import emit_json, launch_options
 
 __all__ = ["add_why_options", "cmd_why_dryrun", "command_line", "register"]
 
@@ -59,12 +59,7 @@ examples:
 def _launch_options(p: argparse.ArgumentParser, *, for_why: bool) -> None:
     g = p.add_argument_group("dry-run" if for_why else "launch")
     g.add_argument("--sglang", metavar="VERSION", default=None, help=f"sglang release (default: {DEFAULT_SGLANG})")
-    g.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
-                   help="the model's directory or config.json (default: --model-path among the flags)")
-    g.add_argument("--gpu", default="a6000", help="GPU profile, see `sgl-kit dryrun gpus` (default: a6000)")
-    g.add_argument("--tp", type=int, metavar="N", help="tensor parallel size (adds --tp-size N)")
-    g.add_argument("--env", metavar="KEY=VALUE", action="append", default=[],
-                   help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
+    launch_options(g)
     g.add_argument("--install", action="store_true",
                    help="build the dry-run environment first if it is missing")
     g.add_argument("--cold", action="store_true",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import emit_json
+from .common import emit_json, launch_options
 
 __all__ = ["register"]
 
@@ -55,12 +55,7 @@ def register(sub) -> None:
                    help="the sglang version you run now")
     p.add_argument("--to", dest="to_versions", action="append", required=True, metavar="VERSION",
                    help="a version to upgrade to (repeatable)")
-    p.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
-                   help="the model's directory or config.json (default: --model-path among the flags)")
-    p.add_argument("--gpu", default="a6000", help="GPU profile, see `sgl-kit dryrun gpus` (default: a6000)")
-    p.add_argument("--tp", type=int, metavar="N", help="tensor parallel size (adds --tp-size N)")
-    p.add_argument("--env", metavar="KEY=VALUE", action="append", default=[],
-                   help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
+    launch_options(p)
     p.add_argument("--setup", action="store_true",
                    help="build a missing dry-run environment first (1-2 minutes, about 1.3 GB each; progress on stderr)")
     p.add_argument("--static", action="store_true",

@@ -65,7 +65,6 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
         problems.append("the sglang version is not known: every rule ran, version ranges unchecked "
                         "(give --sglang VERSION)")
     ordered = sorted(only or RULES, key=lambda r: r.id == "differs-from-baseline")  # the baseline rule last
-    case.covered, case.found = set(), []
     for r in ordered:
         if evidence.version is not None and not version_in(evidence.version, r.versions):
             skipped.append((r.id, f"written for sglang {r.versions}; this server runs {evidence.version}"))

@@ -24,6 +24,9 @@ class Case:
     def __init__(self, evidence: Evidence) -> None:
         self.ev = evidence
         self._explained: dict[str, Any] = {}
+        self.roofline = None  # kit.doctor.Roofline, set before the rules run
+        self.found: list[str] = []  # ids of the rules that fired so far
+        self.covered: set[str] = set()  # fields their findings speak of
 
     # ---- values
 
@@ -107,7 +110,7 @@ class Case:
     def probes(self):
         """sglang's hardware probes answered as NVIDIA GPUs would, when the evidence shows them."""
         gpus = getattr(self.ev.hardware, "gpus", None) or []
-        if gpus and all("NVIDIA" in (g.name or "").upper() or "RTX" in (g.name or "").upper() for g in gpus):
+        if gpus and all("NVIDIA" in (g.name or "").upper() for g in gpus):
             from kit.provenance import CUDA_PROBES
 
             return CUDA_PROBES

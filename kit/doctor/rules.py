@@ -220,7 +220,7 @@ def _spec_impact(case: Case) -> tuple[float, str]:
 
 def _draft_cost(case: Case) -> float:
     """One draft step's weight reads over one verify's: the MTP layer and the lm_head it shares."""
-    size = getattr(getattr(case, "roofline", None), "size", None)
+    size = getattr(case.roofline, "size", None)
     if size is not None and size.draft_params and size.weight_bytes_per_step:
         draft = (size.draft_params + _embedding(case)) * size.bytes_per_param
         return min(0.5, draft / size.weight_bytes_per_step)

@@ -201,7 +201,7 @@ def _matching(case: Case) -> list[dict]:
         unless = entry.get("unless") or {}
         if unless and all(case.value(k) == v for k, v in unless.items()):
             continue
-        if entry.get("covered_by") in getattr(case, "found", ()):
+        if entry.get("covered_by") in case.found:
             continue  # that rule's finding already names the cause, from the source
         out.append(entry)
     return out
@@ -241,8 +241,7 @@ def baseline_rows(case: Case) -> list:
     mine = LaunchSide("this server", "log", case.ev.args, "the server", explicit=case.ev.explicit,
                       defaults=defaults)
     diff = launch_diff(case.ev.baseline, mine)
-    covered = set(getattr(case, "covered", ()))
-    rows = [r for r in diff.shown if r.flag.split(".")[0] not in _NOT_PERFORMANCE | covered
+    rows = [r for r in diff.shown if r.flag.split(".")[0] not in _NOT_PERFORMANCE | case.covered
             and not (r.flag in _workarounds(case) and r.b is True)]
     if case.ev.baseline.kind == "command" and "not resolved" in case.ev.baseline.method:
         # A command read over the defaults says what was asked, not what sglang resolved: compare asks.
