@@ -445,7 +445,8 @@ def test_title_block_says_unknown_when_the_notebook_does_not_say(tmp_path):
     build_report([tmp_path / "n.ipynb"], tmp_path / "n.md", markdown=True)
     text = (tmp_path / "n.md").read_text()
     assert "| target | unknown |" in text and "| sglang | unknown |" in text and "| date | unknown |" in text
-    assert f"| kit | sgl-kit {__version__} |" in text and text.rstrip().endswith("0 secrets removed.")
+    assert f"| kit | sgl-kit {__version__} |" in text and "\n\nno secret found by the rules.\n\n" in text
+    assert text.count("no secret found") == 1 and "0 secrets removed" not in text and "every secret" not in text
 
 
 def test_markdown_summary_is_prose_text_and_tables_without_code(tmp_path):
@@ -492,7 +493,7 @@ def test_redact_hosts_maps_each_host_to_one_placeholder_everywhere(tmp_path):
     assert "10.x.x.2" in text and "127.0.0.1" in text and "localhost stays" in text
     assert "SGLang investigation: ssh://root@host-1:22" in text
     assert result.counts["hostname"] >= 4 and result.counts["ip_address"] >= 3
-    assert "0 secrets removed." in text and "Host names and IP addresses replaced" in text
+    assert "no secret found by the rules." in text and "Host names and IP addresses replaced" in text
 
 
 def test_hosts_stay_by_default(tmp_path):
@@ -567,7 +568,7 @@ def test_summary_wording():
     assert redaction_summary(Counter({"api_key": 2, "hf_token": 1, "hostname": 4})) == \
         "3 secrets removed: 2 api_key, 1 hf_token"
     assert redaction_summary(Counter({"url_password": 1})) == "1 secret removed: 1 url_password"
-    assert redaction_summary(Counter()) == "0 secrets removed"
+    assert redaction_summary(Counter()) == "no secret found by the rules"
 
 
 def test_every_inline_script_is_valid_javascript(page, tmp_path):
@@ -636,11 +637,16 @@ def test_a_secret_split_by_markup_goes_and_only_its_own_output_loses_the_markup(
     assert "The *graph* stays **bold**." in text and "Set **HF_TOKEN**=`<redacted:env_secret>`" in text
 
 
-def test_cli_read_only_directory(planted, tmp_path):
+def test_cli_unwritable_output(planted, tmp_path):
     import os
 
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(KitError) as caught:  # root included: nobody writes below a file
+        _cli([str(planted), "-o", str(blocker / "r.html")])
+    assert caught.value.message == f"cannot write the report to {blocker / 'r.html'}: {blocker} is a file, not a directory"
     if os.geteuid() == 0:
-        pytest.skip("root writes anywhere")
+        return  # root writes into a read-only directory; the file case above is the check that runs here
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     with pytest.raises(KitError) as caught:

@@ -2,13 +2,15 @@
 
 Run as ``python -c <this file> JSON`` where JSON holds ``launchers`` (how to recognise a
 server by its argv; see kit/data/launchers.json), ``keep`` (prefixes of environment
-variables worth reporting), ``secret`` (words that mark a variable's value as secret)
+variables worth reporting), ``secret_pattern`` (the regular expression of kit/_secrets.py
+that marks a variable's value as secret; older callers send ``secret``, a list of words)
 and ``locate`` (the text of the locate script, run with each server's own interpreter
 to find the package it imports). Standard library only; compatible with Python 3.6.
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -122,9 +124,10 @@ def servers(request):
     launchers = request.get("launchers", [])
     keep = tuple(request.get("keep", ()))
     secret = tuple(request.get("secret", ()))
+    secret_name = re.compile(request["secret_pattern"], re.S) if request.get("secret_pattern") else None
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     boot = boot_time()
-    found, pids = [], {}
+    found, pids, parents = [], {}, {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -132,6 +135,7 @@ def servers(request):
         if not raw:
             continue
         argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        parents[int(name)] = argv
         launcher, at = kind_of(argv, launchers)
         if launcher:
             pids[int(name)] = (launcher, at, argv)
@@ -153,7 +157,8 @@ def servers(request):
         shown = {}
         for k, v in sorted((env or {}).items()):
             if k.startswith(keep):
-                shown[k] = "<redacted>" if any(w in k.upper() for w in secret) else v
+                hidden = secret_name.match(k) if secret_name else any(w in k.upper() for w in secret)
+                shown[k] = "<redacted>" if hidden and v else v
         flags = argv[at:]
         labels = {label: (env or {}).get(var) for label, var in sorted(launcher.get("labels", {}).items())}
         found.append({
@@ -162,8 +167,19 @@ def servers(request):
             "sglang_dir": root, "sglang_version": version, "bind_host": option(flags, "--host", "127.0.0.1"),
             "port": int(option(flags, "--port", "30000")), "labels": labels,
             "started_at": boot + int(stat[19]) / ticks if len(stat) > 19 else None,
+            "children": children_of(pid, parents),
         })
     return found
+
+
+def children_of(pid, processes):
+    """The direct children of pid (sglang's scheduler and detokenizer rename themselves, with no arguments)."""
+    out = []
+    for child, argv in sorted(processes.items()):
+        stat = (read("/proc/%d/stat" % child, "r") or ") 0 0").rsplit(")", 1)[1].split()
+        if len(stat) > 1 and int(stat[1]) == pid:
+            out.append({"pid": child, "name": argv[0] if argv else "", "argv": argv})
+    return out
 
 
 def main():

@@ -1,8 +1,10 @@
 """Share an investigation: executed notebooks to one self-contained HTML page or a Markdown summary.
 
 An executed notebook from a production box holds secrets: API keys in launch commands,
-tokens in the environment, passwords in URLs. ``build_report`` writes a report that never
-leaks them and opens anywhere, with no network and no Jupyter::
+tokens in the environment, passwords in URLs. ``build_report`` removes each secret its
+rules recognise (detect-secrets' detectors and the kit's own), lists by place the long
+random-looking strings they kept (``strict=True`` removes those too), and writes a report
+that opens anywhere, with no network and no Jupyter::
 
     from kit.report import build_report, redact
     result = build_report(["notebooks/_executed/00_connect.ipynb"], "report.html")
@@ -15,8 +17,8 @@ What counts as a secret, and the forms it is found in, is the docstring of
 
 from __future__ import annotations
 
-from .build import ReportResult, build_report, hosts_summary, redaction_summary
+from .build import ReportResult, build_report, hosts_summary, kept_summary, redaction_summary, scope_note
 from .redaction import Redactor, redact, redact_notebook
 
-__all__ = ["Redactor", "ReportResult", "build_report", "hosts_summary", "redact", "redact_notebook",
-           "redaction_summary"]
+__all__ = ["Redactor", "ReportResult", "build_report", "hosts_summary", "kept_summary", "redact", "redact_notebook",
+           "redaction_summary", "scope_note"]

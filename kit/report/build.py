@@ -17,8 +17,10 @@ from kit._version import __version__
 from kit.errors import KitError
 
 from .redaction import HOST_KINDS, Redactor, redact_notebooks, secret_count
+from .scanner import detect_secrets_version
+from .survivors import survivors
 
-__all__ = ["ReportResult", "build_report", "hosts_summary", "redaction_summary"]
+__all__ = ["ReportResult", "build_report", "hosts_summary", "kept_summary", "redaction_summary", "scope_note"]
 
 
 @dataclass
@@ -34,13 +36,18 @@ class ReportResult:
     widgets: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # where long random-looking strings no rule removed are
+    strict: bool = False
+    kept_strings: int = 0  # how many strings those places hold
 
     @property
     def secrets(self) -> int:
         return secret_count(self.counts)
 
     def summary(self) -> str:
-        return redaction_summary(self.counts)
+        """What was removed and, unless --strict removed them, where random-looking strings were kept: one line."""
+        kept = kept_summary(self.kept, self.strict, self.kept_strings)
+        return redaction_summary(self.counts) + (f"; {kept}" if kept else "")
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "bytes": self.bytes, "format": self.format, "notebooks": self.notebooks,
@@ -48,6 +55,9 @@ class ReportResult:
                 "redacted": {k: n for k, n in sorted(self.counts.items()) if k not in HOST_KINDS},
                 "hosts_replaced": {k: n for k, n in sorted(self.counts.items()) if k in HOST_KINDS},
                 "plots": self.plots, "widgets": self.widgets, "seconds": round(self.seconds, 3),
+                "kept_random_strings": [] if self.strict else self.kept,
+                "removed_random_strings": self.kept if self.strict else [], "strict": self.strict,
+                "scanner": f"detect-secrets {detect_secrets_version()}",
                 "summary": self.summary(), "notes": self.notes}
 
     def __str__(self) -> str:
@@ -55,11 +65,29 @@ class ReportResult:
 
 
 def redaction_summary(counts: Counter) -> str:
-    """``"3 secrets removed: 2 api_key, 1 hf_token"``: kinds and counts only."""
+    """``"3 secrets removed: 2 api_key, 1 hf_token"``: kinds and counts only (``"no secret found by the rules"``)."""
     kinds = sorted(((k, n) for k, n in counts.items() if k not in HOST_KINDS and n), key=lambda kn: (-kn[1], kn[0]))
     total = sum(n for _, n in kinds)
-    head = f"{total} secret{'' if total == 1 else 's'} removed"
-    return head + (": " + ", ".join(f"{n} {k}" for k, n in kinds) if kinds else "")
+    if not total:
+        return "no secret found by the rules"
+    return f"{total} secret{'' if total == 1 else 's'} removed: " + ", ".join(f"{n} {k}" for k, n in kinds)
+
+
+def kept_summary(kept: list[str], strict: bool = False, n: int | None = None) -> str:
+    """Where long random-looking strings that no rule removed are (places, never values); "" when none or --strict."""
+    if strict or not kept:
+        return ""
+    n = len(kept) if n is None else n
+    return (f"{n} long random-looking string{'' if n == 1 else 's'} that no rule recognised kept, check "
+            f"{'it' if n == 1 else 'them'} before sharing (or use --strict): " + "; ".join(kept))
+
+
+def scope_note() -> str:
+    """What the rules cover, and what that does not promise."""
+    return (f"The rules are detect-secrets {detect_secrets_version()}'s detectors plus the kit's own (kit.report."
+            "redaction): API keys, tokens, passwords and private keys of the shapes and names they know, in plain, "
+            "escaped, base64 and percent-encoded forms, and every value seen under a secret's name wherever else it "
+            "occurs. A secret of another shape under a neutral name can remain: read the page before sharing it.")
 
 
 def hosts_summary(counts: Counter) -> str:
@@ -71,11 +99,13 @@ def hosts_summary(counts: Counter) -> str:
 
 
 def build_report(paths, out, *, no_input: bool = False, hosts: bool = False, markdown: bool = False,
-                 title: str | None = None, code: bool = False) -> ReportResult:
+                 title: str | None = None, code: bool = False, strict: bool = False) -> ReportResult:
     """Executed notebooks (.ipynb) to one self-contained HTML page (or a Markdown summary), secrets removed.
 
     `no_input` hides the code cells of the HTML page; the Markdown summary leaves code out
     unless `code` is true. `hosts` replaces host names and IP addresses by placeholders.
+    Long random-looking strings that no rule removed are listed by place (`kept`);
+    `strict` removes them too.
     Raises KitError naming the file when an input is missing or not a notebook, or the
     output cannot be written.
     """
@@ -98,14 +128,16 @@ def build_report(paths, out, *, no_input: bool = False, hosts: bool = False, mar
             redactor.hosts.add_target(target)
     nbs = redact_notebooks(raw, redactor)
     names = [redactor.text(p.name) for p in paths]
+    kept, kept_strings = survivors(nbs, names, redactor, strict=strict)
     facts = _facts(nbs)
     title = redactor.text(title) if title else (
         f"SGLang investigation: {facts['target']}" if facts["target"] != "unknown" else "SGLang investigation")
     notes: list[str] = []
+    kept_line = kept_summary(kept, strict, kept_strings)
     if markdown:
-        document = _markdown(nbs, names, redactor, facts, title, code, stats)
+        document = _markdown(nbs, names, redactor, facts, title, code, stats, kept_line)
     else:
-        document = _html(nbs, names, redactor, facts, title, no_input, stats, notes)
+        document = _html(nbs, names, redactor, facts, title, no_input, stats, notes, kept_line)
     data = document.encode("utf-8")
     try:
         out.write_bytes(data)
@@ -113,7 +145,7 @@ def build_report(paths, out, *, no_input: bool = False, hosts: bool = False, mar
         raise _unwritable(out, exc.strerror or str(exc)) from None
     return ReportResult(out, len(data), Counter(redactor.counts), [str(p) for p in paths],
                         "markdown" if markdown else "html", stats["plots"], stats["widgets"],
-                        time.perf_counter() - start, notes)
+                        time.perf_counter() - start, notes, kept, strict, kept_strings)
 
 
 # --- inputs and output
@@ -240,7 +272,7 @@ def _meta_rows(facts: dict, names: list[str]) -> list[tuple[str, str]]:
             ("kit", f"sgl-kit {__version__}"), ("notebooks", ", ".join(names)), ("report built", built)]
 
 
-def _html(nbs, names, redactor: Redactor, facts, title, no_input, stats, notes) -> str:
+def _html(nbs, names, redactor: Redactor, facts, title, no_input, stats, notes, kept_line: str) -> str:
     from .page import plotly_script, prepare_notebook, render_html, require_shim, sanitize_network
 
     cells = [c for i, (nb, name) in enumerate(zip(nbs, names, strict=True))
@@ -249,8 +281,9 @@ def _html(nbs, names, redactor: Redactor, facts, title, no_input, stats, notes) 
     rows = "".join(f"<tr><th>{k}</th><td>{html.escape(v)}</td></tr>" for k, v in _meta_rows(facts, names))
     header = (f'<header class="kit-report-header"><h1>{html.escape(title)}</h1>'
               f'<table class="kit-report-meta">{rows}</table>'
-              '<p class="kit-report-note">Secrets were removed before this page was written; '
-              "what was removed is counted at the end of the page.</p></header>\n")
+              '<p class="kit-report-note">Before this page was written, every cell went through the kit\'s '
+              "secret rules; what they removed, and where they kept random-looking strings, is at the end of the "
+              "page.</p></header>\n")
     head, _, rest = page.partition("<main>")
     main, _, tail = rest.partition("</main>")
     # the whole page once more, as it reads, a cell at a time (so a fallback to plain text stays in its cell)
@@ -266,15 +299,18 @@ def _html(nbs, names, redactor: Redactor, facts, title, no_input, stats, notes) 
         notes.append(f"{stats['scripts']} output script(s) that load code from the network were left out.")
     if stats["plots"]:
         head = head.replace("</head>", require_shim() + "\n" + plotly_script() + "\n</head>", 1)
-    footer = _html_footer(redactor.counts, notes)
+    footer = _html_footer(redactor.counts, notes, kept_line)
     return f"{head}<main>{main}{footer}</main>{tail}"
 
 
 _CELL_START = re.compile(r'(?=<div\b[^>]*\bclass="jp-Cell )')
 
 
-def _html_footer(counts: Counter, notes: list[str]) -> str:
+def _html_footer(counts: Counter, notes: list[str], kept_line: str) -> str:
     lines = [f'<p class="kit-redaction-summary"><strong>{html.escape(redaction_summary(counts))}</strong></p>']
+    if kept_line:
+        lines.append(f'<p class="kit-redaction-kept">{html.escape(kept_line)}</p>')
+    lines.append(f'<p class="kit-redaction-scope">{html.escape(scope_note())}</p>')
     if hosts_summary(counts):
         lines.append(f'<p class="kit-redaction-hosts">{html.escape(hosts_summary(counts))}</p>')
     lines += [f'<p class="kit-report-note">{html.escape(n)}</p>' for n in notes]
@@ -283,14 +319,14 @@ def _html_footer(counts: Counter, notes: list[str]) -> str:
     return '<footer class="kit-report-footer">' + "".join(lines) + "</footer>\n"
 
 
-def _markdown(nbs, names, redactor: Redactor, facts, title, code, stats) -> str:
+def _markdown(nbs, names, redactor: Redactor, facts, title, code, stats, kept_line: str) -> str:
     from .markdown import render_markdown
 
     meta = "\n".join(f"| {k} | {v.replace('|', '/')} |" for k, v in _meta_rows(facts, names))
     body = render_markdown(nbs, names, code=code, stats=stats)
     document = f"# {title}\n\n| | |\n| --- | --- |\n{meta}\n\n{body}"
     document = redactor.second(document)
-    tail = [redaction_summary(redactor.counts) + "."]
+    tail = [redaction_summary(redactor.counts) + "."] + ([kept_line + "."] if kept_line else []) + [scope_note()]
     if hosts_summary(redactor.counts):
         tail.append(hosts_summary(redactor.counts))
     return document.rstrip() + "\n\n---\n\n" + "\n\n".join(tail) + "\n"

@@ -1,6 +1,13 @@
 """Secrets out of text and notebooks: what counts as a secret, and every form it may take.
 
-A secret is replaced by ``<redacted:KIND>``; the text around it stays. The rules, in the
+A secret is replaced by ``<redacted:KIND>``; the text around it stays. The base is a
+maintained scanner, detect-secrets (its pattern detectors: Slack, GitHub, GitLab, JWT,
+AWS, Stripe, OpenAI, PyPI, npm, ... see ``kit/report/scanner.py``), plus the kit's rules
+for what it lacks: Google ``AIza`` and NGC ``nvapi-`` keys, ``wandb login``, ``mysql -p``,
+``curl -u``, ``.netrc`` lines, passwords in prose (``scanner.KIT_RULES``), and the rules
+below (sglang's ``api_key``/``admin_api_key``/``ssl_keyfile_password`` in a ``server_args``
+line, ``/server_info`` and argv lists; HF tokens in every form; named values). What a
+secret-looking *name* is comes from one policy, ``kit/_secrets.py``. The rules, in the
 order they run (a later rule leaves an earlier marker alone):
 
 =====================  =====================================================================
@@ -9,7 +16,8 @@ kind                   what is replaced
 private_key            PEM private key blocks (RSA, EC, DSA, ENCRYPTED, OPENSSH, PGP), whole
                        (when the END line is missing, to the end of the key's base64)
 aws_access_key         ``AKIA``/``ASIA`` + 16 upper-case letters or digits
-hf_token               ``hf_`` + 30 or more letters or digits
+hf_token               ``hf_`` (or ``api_org_``) + 30 or more letters or digits, wherever it is
+(scanner kinds)        what detect-secrets' detectors and ``scanner.KIT_RULES`` find
 bearer_token           the credentials after ``Authorization: Bearer`` (any case; header, JSON
                        or keyword form), and a bare ``Bearer <token>`` of 16+ characters
 authorization          the credentials of any other ``Authorization:`` scheme (Basic, Token)
@@ -20,12 +28,13 @@ api_key                the value of ``--api-key``, ``api_key``, ``apikey``, ``x-
 admin_api_key          the value of ``--admin-api-key``, ``admin_api_key``
 ssl_keyfile_password   the value of ``--ssl-keyfile-password``, ``ssl_keyfile_password``
 aws_secret_key         the value of ``aws_secret_access_key`` (any case)
-password, secret,      the value of ``--password``, ``--secret``, ``--token``, ``--hf-token``,
-token                  and of keys named ``*password``, ``*passwd``, ``*secret``,
-                       ``access_token``, ``auth_token``, ``hf_token`` (any case)
-env_secret             the value of any other upper-case variable whose name contains TOKEN,
-                       SECRET, PASSWORD, PASSWD or KEY; ``TOKENIZER...`` and ``...TOKENS``
-                       (counts, not tokens) are not secrets
+password, secret,      the value of any other flag or key whose name is secret-looking
+token, credential,     (``kit._secrets.is_secret_name``: ``--token``, ``--hf-token``,
+cookie                 ``api_token``, ``?token=``, ``"token":``, ``*password``, ``SGL_AUTH``,
+                       ``CREDS``...), by its last word; a number under ``*token`` is a count
+env_secret             the same for an upper-case (environment) name: ``HF_TOKEN``, ``SGL_AUTH``
+secret_variable        the value of a neutral name that holds a secret (``K`` of
+                       ``--api-key $K``, a variable set from ``os.environ[...]``; ``taint.py``)
 =====================  =====================================================================
 
 A key's value is found in ``name='v'``, ``name="v"``, ``name=v``, ``export NAME=v``,
@@ -39,7 +48,12 @@ when it is no secret but a reference or a placeholder: ``None``/``null``/``True`
 placeholder word (``PASSWORD``, ``YOUR_TOKEN``), a call or subscript (``os.environ[...]``), and
 in code cells a plain Python name (``api_key=args.api_key``, ``api_key=API_KEY``).
 
-No form survives. After the rules, percent-encoded runs and base64 runs (standard or
+Value tainting (``taint.py``): every value a rule removes is then removed everywhere else
+it occurs, so a key copied into prose or a neutral variable goes too. What no rule knows
+may stay: ``survivors.py`` lists long random-looking strings by place, and ``strict``
+removes them.
+
+No known form survives. After the rules, percent-encoded runs and base64 runs (standard or
 URL-safe, padded or not, starting at any of the four character offsets) are decoded; when
 the decoded text holds a secret, a percent-encoded run is replaced by its redacted decoded
 text and a base64 run by one marker. Every secret value found (8+ characters, two kinds of
@@ -62,7 +76,11 @@ import re
 from collections import Counter
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
+from kit._secrets import is_secret_name
+
 from .hostnames import HostMap
+from .scanner import scan
+from .taint import learn
 
 __all__ = ["MARKER_RE", "Redactor", "redact", "redact_notebook", "secret_count"]
 
@@ -78,7 +96,7 @@ _PEM = re.compile(
     r"|-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=:,. \t\r\n-]|\\[nr])*",
     re.S)
 _AWS_ID = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
-_HF = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")
+_HF = re.compile(r"(?<![A-Za-z0-9])(?:hf_|api_org_)[A-Za-z0-9]{30,}")
 _OPEN_Q = r"(?:\\?[\"']|&quot;|&\#0*3[49];|&\#x0*2[27];)"
 _AUTH = re.compile(
     r"(?<![\w-])(?P<keep>(?:proxy-)?authorization" + _OPEN_Q + r"?[ \t]*[:=][ \t]*(?:[fFrRbB]{0,2}" + _OPEN_Q
@@ -91,19 +109,15 @@ _Q_VALUE = (r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|\\'(?:(?!\\').)*\\'|\\\
             r"|&\#x0*27;(?:(?!&\#x0*27;).)*&\#x0*27;|&\#0*34;(?:(?!&\#0*34;).)*&\#0*34;")
 _STOP = r"\s'\"`,;&<>()\[\]{}|\\\x00-\x1f"
 _FLAG = re.compile(
-    r"(?<![\w-])--(?P<name>(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|password|passwd|secret|token))(?![\w-])"
-    r"(?:=|[\s\x00]+|(?P<listsep>[\"'][ \t]*,[ \t]*))(?P<value>" + _Q_VALUE + r"|[^\s'\"`\\\x00-\x1f|;&)\]}]+)", re.I)
+    r"(?<![\w-])--(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*)(?![\w-])"
+    r"(?:=|(?P<gap>[\s\x00]+)|(?P<listsep>[\"'][ \t]*,[ \t]*))(?P<value>" + _Q_VALUE + r"|[^\s'\"`\\\x00-\x1f|;&)\]}]+)", re.I)
 _TYPE = r"[A-Za-z_][\w.]*(?:\[[\w., |]*\])?"  # an annotation: str, Optional[str], str | None
 _SEP = (r"(?(q0)(?P=q0)\]?)(?:[ \t]*:[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*=(?!=)[ \t]*"
         r"|[ \t]*=(?!=)[ \t]*|[ \t]*:(?![:/])[ \t]*(?P<colon>))")
 _VALUE = (r"(?P<value>" + _Q_VALUE + r"|(?(colon)[^\n'\"`,;&<>()\[\]{}|\\\x00-\x08\x0a-\x1f]+|[^" + _STOP + r"=][^" + _STOP
           + r"]*))")
-_ENV = re.compile(r"(?<![A-Za-z0-9_.-])(?P<q0>" + _OPEN_Q + r")?(?P<name>[A-Z][A-Z0-9_]*)(?![a-z0-9])" + _SEP + _VALUE)
-_NAMED = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?P<q0>" + _OPEN_Q + r")?(?P<name>(?i:[a-z0-9_.-]*?(?:api[_-]?key|password|passwd"
-    r"|secret(?:[_-]access)?(?:[_-]key)?|access[_-]token|auth[_-]token|hf[_-]token)))(?![A-Za-z0-9_])"
-    + _SEP + _VALUE)
-_ENV_WORD = re.compile(r"TOKEN(?!IZ|S(?:_|$))|SECRET|PASSWORD|PASSWD|KEY")
+_KEYED = re.compile(r"(?<![A-Za-z0-9_.$-])(?P<q0>" + _OPEN_Q + r")?(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?![A-Za-z0-9_])"
+                    + _SEP + _VALUE)
 
 _PCT_RUN = re.compile(r"(?:[^\s'\"<>%]*%[0-9A-Fa-f]{2})+[^\s'\"<>%]*")
 _B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{12,}={0,2}")
@@ -130,10 +144,14 @@ def _kind_for_name(name: str) -> str:
         return "aws_secret_key"
     if name.isupper() or not any(c.isalpha() for c in name):
         return "env_secret"
-    if low.endswith(("password", "passwd")):
+    if low.endswith(("password", "passwd")) or low.split("_")[-1] in ("pass", "pwd", "pw"):
         return "password"
     if "secret" in low:
         return "secret"
+    if "cookie" in low:
+        return "cookie"
+    if "auth" in low.replace("authorization", "") or "cred" in low:
+        return "credential"
     return "token"
 
 
@@ -187,11 +205,13 @@ class Redactor:
     def __init__(self, hosts: bool = False) -> None:
         self.counts: Counter = Counter()
         self.values: dict[str, str] = {}
+        self.secret_names: dict[str, str] = {}  # neutral names that hold a secret (K in `--api-key $K`)
         self.hosts = HostMap() if hosts else None
 
     # -- whole strings
 
     def text(self, text: str, *, mime: str = "", code: bool = False) -> str:
+        learn(self, [text])
         return self.second(self.first(text, mime=mime, code=code), mime=mime, code=code)
 
     def first(self, text: str, *, mime: str = "", code: bool = False) -> str:
@@ -261,6 +281,10 @@ class Redactor:
             self.counts[kind] += 1
         return f"<redacted:{kind}>"
 
+    def remember_value(self, kind: str, value: str) -> None:
+        """A secret's value seen without a rule (tainting): removed everywhere by `second`."""
+        self._remember(kind, value)
+
     def _remember(self, kind: str, value: str) -> None:
         if kind == "private_key":  # its lines, which a list of lines (hovertext, a traceback) keeps apart
             for line in re.split(r"\s+|\\[nr]", value):
@@ -282,7 +306,7 @@ class Redactor:
         self._plain(text, code=code, found=found)
         return found
 
-    def _rules(self, text: str, found: list | None, code: bool = False) -> str:
+    def _rules(self, text: str, found: list | None, code: bool = False, scanner: bool = True) -> str:
         if "PRIVATE KEY" in text:
             text = _PEM.sub(lambda m: self._mark("private_key", m.group(0), found), text)
         if "AKIA" in text or "ASIA" in text:
@@ -297,12 +321,29 @@ class Redactor:
             text = _BEARER.sub(lambda m: self._keep(m, "bearer_token", found, bare=True), text)
         if "://" in text:
             text = _URL_PW.sub(lambda m: self._keep(m, "url_password", found), text)
+        if scanner and len(text) >= 8:  # not on the bytes of base64 that decodes to no text
+            text = self._scanned(text, found)
         if "--" in text:
-            text = _FLAG.sub(lambda m: self._keyed(m, found, False), text)
+            text = _sub_named(_FLAG, text, lambda m: self._keyed(m, found, False))
         if "=" in text or ":" in text:
-            text = _ENV.sub(lambda m: self._keyed(m, found, code, env=True), text)
-            text = _NAMED.sub(lambda m: self._keyed(m, found, code), text)
+            text = _sub_named(_KEYED, text, lambda m: self._keyed(m, found, code))
         return text
+
+    def _scanned(self, text: str, found) -> str:
+        """What detect-secrets' detectors and the kit's rules for what it lacks find (kit/report/scanner.py)."""
+        spans = scan(text)
+        if not spans:
+            return text
+        markers = [m.span() for m in MARKER_RE.finditer(text)]
+        out, at = [], 0
+        for start, end, kind in spans:
+            value = text[start:end]
+            if (any(s < end and start < e for s, e in markers) or _REFERENCE.fullmatch(value)
+                    or MARKER_RE.search(value)):
+                continue
+            out += [text[at:start], self._mark(kind, value, found)]
+            at = end
+        return "".join(out) + text[at:]
 
     def _keep(self, m: re.Match, kind: str, found, bare: bool = False) -> str:
         """Replace the `value` group of a match whose other parts stay."""
@@ -314,26 +355,38 @@ class Redactor:
         start = m.start("value") - m.start()
         return m.group(0)[:start] + self._mark(kind, value, found) + m.group(0)[start + len(value):]
 
-    def _keyed(self, m: re.Match, found, code: bool, env: bool = False) -> str:
+    def _keyed(self, m: re.Match, found, code: bool) -> str:
         name, value = m.group("name"), m.group("value")
-        if env and not _ENV_WORD.search(name):
-            return m.group(0)
+        tainted = name in self.secret_names
+        if not (tainted or is_secret_name(name)) or name.lower() in ("authorization", "proxy-authorization"):
+            return None  # not a secret's name: what follows it is read on its own
         opening, inner, _ = _unquote(value)
+        gap = m.groupdict().get("gap") or ""
+        if "\n" in gap and inner.isalpha() and not m.string[:m.start("gap")].endswith("\\"):
+            return None  # `--add-to-git-credential` ending a line: a switch, and the next line's first word no value
         if not opening:
             if m.groupdict().get("listsep"):  # ['--api-key', api_key]: a variable
                 return m.group(0)
             if m.groupdict().get("colon") is not None:
                 inner = inner.rstrip()
+                if not name.isupper() and re.search(r"\s", inner.strip()):
+                    return m.group(0)  # "Token: what the tokenizer returns": prose, not a value
             line = m.string[m.string.rfind("\n", 0, m.start()) + 1:m.start()].lstrip()
             in_code = code and not line.startswith(("!", "%"))
-            after = m.string[m.end():m.end() + 1]
+            after = m.string[m.start("value") + len(value.rstrip()):][:1]
             if (after and after in "([") or (in_code and _CODE_NAME.fullmatch(inner)):
                 return m.group(0)  # a call, a subscript, a Python name
+        if m.string.startswith("<redacted:", m.end()):
+            return m.group(0)  # `session=<marker>`: the value is what a rule already took
         stripped = inner.strip()
-        if not stripped or MARKER_RE.fullmatch(stripped) or _REFERENCE.fullmatch(stripped):
-            return m.group(0)
+        if re.fullmatch(r"\d+(?:\.\d+)?", stripped) and name.lower().endswith("token"):
+            return None  # a count: sglang's `#token: 3219`, `num_token=512`
+        if (not stripped or MARKER_RE.fullmatch(stripped) or _REFERENCE.fullmatch(stripped)
+                or stripped.lower() in ("bearer", "basic", "token", "digest", "apikey", "negotiate")):
+            return m.group(0)  # `Authorization: Bearer <marker>`: the scheme stays (the _AUTH rule took the value)
         start = m.start("value") - m.start() + len(opening)
-        return m.group(0)[:start] + self._mark(_kind_for_name(name), inner, found) + m.group(0)[start + len(inner):]
+        kind = self.secret_names[name] if tainted and not is_secret_name(name) else _kind_for_name(name)
+        return m.group(0)[:start] + self._mark(kind, inner, found) + m.group(0)[start + len(inner):]
 
     # -- encoded forms
 
@@ -387,7 +440,7 @@ class Redactor:
                 if _printable(decoded):
                     self._plain(decoded, depth=depth + 1, found=inner)
                 else:
-                    self._rules(decoded, inner)
+                    self._rules(decoded, inner, scanner=False)
                 if inner:
                     return inner
         return []
@@ -491,6 +544,23 @@ class Redactor:
         return pieces[0] + "".join(m + p for m, p in zip(markers, pieces[1:], strict=True))
 
 
+def _sub_named(pattern: re.Pattern, text: str, fn) -> str:
+    """`pattern.sub(fn, text)`, except that where `fn` returns None (a name that is not a secret's)
+    the search goes on right after the name, so `{'log': "api_key='v'"}` still finds `api_key`."""
+    out, pos, done = [], 0, 0
+    while True:
+        m = pattern.search(text, pos)
+        if m is None:
+            break
+        new = fn(m)
+        if new is None:
+            pos = m.end("name")
+            continue
+        out += [text[done:m.start()], new]
+        done = pos = m.end() if m.end() > m.start() else m.end() + 1
+    return "".join(out) + text[done:] if out else text
+
+
 _ESCAPE_MARKER = re.compile(r"<redacted:([a-z0-9_]+)>")
 
 
@@ -526,7 +596,9 @@ def redact_notebook(nb, *, hosts: bool = False):
 
 def redact_notebooks(nbs: list, r: Redactor) -> list[dict]:
     """Several notebooks with one Redactor: values and hosts found in one are removed from all."""
-    firsts = [r.notebook_first(_joined(nb)) for nb in nbs]
+    joined = [_joined(nb) for nb in nbs]
+    learn(r, joined)
+    firsts = [r.notebook_first(nb) for nb in joined]
     return [r.notebook_second(nb) for nb in firsts]
 
 

@@ -1,0 +1,52 @@
+"""What a secret-looking name is: the one policy the whole kit uses.
+
+A variable, key, field or flag name is *secret-looking* when its last word (words split at
+anything that is not a letter or digit; ``apiKey`` is one word) is
+
+- or ends with ``token``, ``secret``, ``password``, ``passwd``, ``apikey`` (``HF_TOKEN``,
+  ``api_token``, ``PGPASSWORD``, ``ssl_keyfile_password``, ``x-apikey``);
+- ``pass``, ``pwd``, ``pw``, ``auth``, ``authorization``, ``authn``, ``authz``, ``cred``,
+  ``creds``, ``credential``, ``credentials`` or ``cookie`` (``SGL_AUTH``, ``CREDS``, ``DB_PW``);
+- ``key`` after ``api``, ``secret``, ``private``, ``access``, ``service``, ``ssh``,
+  ``license``, ``master``, ``client``, ``signing``, ``encryption``, ``auth``, ``admin``,
+  ``app``, ``account``, ``session`` or ``deploy`` (``admin_api_key``, ``x-api-key``,
+  ``AWS_SECRET_ACCESS_KEY``), or any upper-case ``KEY`` (``SERVICE_KEY``, ``NGC_KEY``): a
+  lower-case ``sort_key`` or ``cache_key`` is no secret;
+
+optionally followed by a number or ``value``/``val``/``str``/``b64`` (``API_KEY_2``).
+A last word that says what the value is about is no secret: ``SGLANG_API_KEY_FILE``,
+``hf_token_path``, ``bos_token_id``, ``tbo_token_distribution_threshold``; nor are counts
+and tokenizers (``max_total_tokens``, ``TOKENIZERS_PARALLELISM``, ``tokenizer_path``,
+``tiktoken``) or ``ssl_keyfile``.
+
+Users: the target's environment reader (``kit/target.py`` sends :data:`SECRET_NAME_PATTERN`
+to ``kit/_remote/processes.py``, which masks there, so the value never leaves the target),
+the hardware reader and the doctor's evidence (:func:`redact_env`), and the report
+(``kit/report/redaction.py``).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MASK", "SECRET_NAME_PATTERN", "is_secret_name", "redact_env"]
+
+_KEY_AFTER = "api|secret|private|access|service|ssh|license|master|client|signing|encryption|auth|admin|app|account" \
+    "|session|deploy"
+_LAST_WORD = (r"(?:[a-z0-9]*(?:token|secret|password|passwd|apikey)|pass|pwd|pw|auth|authorization|authn|authz"
+              r"|creds?|credentials?|cookie|(?-i:[A-Z0-9]*KEY)|(?:" + _KEY_AFTER + r")[^a-z0-9]?key)")
+# standard-library `re`, Python 3.6 compatible: kit/_remote scripts receive it in their request
+SECRET_NAME_PATTERN = (r"(?i)^(?!(?:.*[^a-z0-9])?(?:tiktoken|monkey|hotkey|turkey|donkey)$)(?:.*[^a-z0-9])?"
+                       + _LAST_WORD + r"(?:[^a-z0-9]+(?:value|val|str|b64|\d+))?$")
+_SECRET_NAME = re.compile(SECRET_NAME_PATTERN, re.S)
+MASK = "<redacted>"
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a value kept under `name` is to be treated as a secret (see the module's docstring)."""
+    return bool(name) and len(name) <= 200 and _SECRET_NAME.match(name) is not None
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables, with the value of every secret-looking name (``SGLANG_API_KEY``) replaced by ``<redacted>``."""
+    return {k: (MASK if v and is_secret_name(k) else v) for k, v in env.items()}
