@@ -1,0 +1,180 @@
+"""``sgl-kit timeline [TARGET] --prometheus URL``, ``sgl-kit metrics TARGET|URL``: what the server did.
+
+Prometheus credentials come from the environment only ($SGL_KIT_PROMETHEUS_TOKEN, or
+$SGL_KIT_PROMETHEUS_USER and $SGL_KIT_PROMETHEUS_PASSWORD), never from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from kit.errors import KitError
+
+from .common import common_options, emit_json, host_for, local_file, plain, server_options
+
+__all__ = ["register"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "timeline", help="when did throughput drop, and what changed then (Prometheus and the log)",
+        usage="sgl-kit timeline [TARGET] [--prometheus URL] [--since 24h] [--step 15s] [--selector '{...}'] "
+              "[--log FILE] [--sglang VER] [--json]",
+        description="Throughput, accept length, queue, running requests and token usage over time, from a "
+                    "Prometheus server that scrapes the SGLang server and/or its log's Decode batch lines, "
+                    "with each restart marked (process start, up=0, gaps, counters that went down, startup "
+                    "lines) and the launch or version that changed there when the log shows it. "
+                    "Credentials: $SGL_KIT_PROMETHEUS_TOKEN (bearer) or $SGL_KIT_PROMETHEUS_USER and "
+                    "$SGL_KIT_PROMETHEUS_PASSWORD (basic auth).",
+        epilog="examples:\n  sgl-kit timeline lab --prometheus http://127.0.0.1:9090 --since 2h\n"
+               "  sgl-kit timeline gpu-box --port 30000 --prometheus http://prom:9090 --since 24h --json\n"
+               "  sgl-kit timeline --log server.log --since 7d",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias: the "
+                                             "server whose log, version and port to use (leave out: files only)")
+    p.add_argument("--prometheus", metavar="URL", help="a Prometheus server that scrapes the SGLang server")
+    p.add_argument("--since", default="24h", help="how far back (default: 24h; 90s, 15m, 7d ...)")
+    p.add_argument("--end", type=float, metavar="EPOCH", help="end of the span, epoch seconds (default: now)")
+    p.add_argument("--step", help="resolution (default: the span / 5760, at least 1s: 15s for 24h)")
+    p.add_argument("--selector", default=None, metavar="'{label=\"v\"}'",
+                   help="PromQL label set for the server's series (default: its port, with a TARGET's server)")
+    p.add_argument("--log", metavar="FILE", help="the server's log on this machine (several runs may be joined)")
+    p.add_argument("--sglang", metavar="VER", help="release whose declared metric names to check against "
+                                                   "(default: the server's or the log's)")
+    p.add_argument("--tz", default="UTC", help="the zone of the log's times (default: UTC)")
+    p.add_argument("--prometheus-timeout", type=float, default=10.0, metavar="SEC",
+                   help="timeout of each Prometheus call (default: 10)")
+    server_options(p)
+    p.set_defaults(func=cmd_timeline)
+    common_options(p)
+
+    m = sub.add_parser(
+        "metrics", help="a server's /metrics page: what its release declares, what it reports, what is missing",
+        usage="sgl-kit metrics TARGET|URL [--sglang VER] [--json]",
+        description="Read one /metrics page (prometheus_client's parser) and compare it with the metric "
+                    "families its sglang release declares in its source.")
+    m.add_argument("target", help="http://host:port[/metrics], or lab/local/an SSH target (its server's URL)")
+    m.add_argument("--sglang", metavar="VER", help="release whose declarations to compare with")
+    server_options(m)
+    m.set_defaults(func=cmd_metrics)
+    common_options(m)
+
+    t = sub.add_parser(
+        "profile", help="summarize torch-profiler traces: steps, CUDA graphs, kernel time by class",
+        usage="sgl-kit profile --trace FILE [FILE...] [--json]",
+        description="Offline summary of the traces sglang writes on /start_profile (*-TP-<rank>*.trace.json.gz): "
+                    "steps by mode and batch size, CUDA graph launches against eager kernel launches, GPU "
+                    "kernel time by class, NCCL kernels, the longest CPU ops. Each file is streamed, so "
+                    "memory stays small whatever its size; a file cut off gives what was read before the cut.")
+    t.add_argument("--trace", metavar="FILE", nargs="+", required=True, help="trace files on this machine")
+    t.add_argument("--top", type=int, default=10, help="how many CPU ops to list (default: 10)")
+    t.set_defaults(func=cmd_profile)
+    common_options(t)
+
+
+def _server(args, required: bool = False):
+    from .common import server_for
+
+    if not args.target:
+        return None
+    return server_for(host_for(args), args, required=required)
+
+
+def cmd_timeline(args) -> int:
+    from kit.metrics import server_timeline
+
+    if not (args.prometheus or args.log or args.target):
+        raise KitError("nothing to read: give --prometheus URL, --log FILE or a TARGET",
+                       hint="e.g. sgl-kit timeline lab --prometheus http://127.0.0.1:9090")
+    from kit.metrics import parse_duration
+
+    for option, value in (("--since", args.since), ("--step", args.step)):
+        try:
+            if value is not None and parse_duration(value) <= 0:
+                raise ValueError(f"{option} must be positive, not {value!r}")
+        except ValueError as err:
+            raise KitError(f"{option}: {err}", hint="write it as 90s, 15m, 24h, 7d or 1h30m") from None
+    server = _server(args)
+    log_text = None
+    if args.log:
+        with open(local_file(args.log), encoding="utf-8", errors="replace") as fh:
+            log_text = fh.read()
+    tl = server_timeline(server, args.prometheus, since=args.since, end=args.end, step=args.step,
+                         selector=args.selector, log_text=log_text, version=args.sglang, log_tz=args.tz,
+                         timeout=args.prometheus_timeout)
+    if not len(tl.frame) and not tl.restarts and tl.problems:
+        raise KitError(f"no series to show: {tl.problems[0]}",
+                       hint="check --prometheus (and its credentials in the environment) or give --log FILE")
+    if args.json:
+        emit_json(tl.to_dict())
+    else:
+        sys.stdout.write(tl.to_text())
+    return 0
+
+
+def cmd_metrics(args) -> int:
+    from kit.metrics import metric_names, scrape
+
+    url, version = args.target, args.sglang
+    if "://" not in url:
+        server = _server(args, required=True)
+        if not server.url:
+            raise KitError(f"the server pid {server.pid} has no URL the kit can reach",
+                           hint="give its /metrics URL instead")
+        url, version = server.url, version or server.sglang_version
+    started = time.perf_counter()
+    page = scrape(url, timeout=args.timeout)
+    reported = set(page["family"])
+    rows, names = [], None
+    if version:
+        names = metric_names(version)
+        for decl in names.decls.values():
+            family = decl.name[:-len("_total")] if decl.kind == "counter" and decl.name.endswith("_total") else decl.name
+            rows.append({"name": decl.name, "kind": decl.kind, "site": decl.site,
+                         "reported": family in reported or decl.name in reported})
+    undeclared = sorted(f for f in reported if names is not None and f.startswith("sglang:")
+                        and not names.find(f) and not names.find(f + "_total"))
+    if args.json:
+        emit_json({"url": url, "version": version, "samples": len(page), "families": sorted(reported),
+                   "declared": rows, "reported_but_not_declared": undeclared,
+                   "seconds": round(time.perf_counter() - started, 3),
+                   "values": [{k: plain(v) for k, v in r.items()} for r in page.to_dict("records")]})
+        return 0
+    out = [f"{url}: {len(page)} samples in {len(reported)} families"]
+    if version:
+        seen = sum(r["reported"] for r in rows)
+        out.append(f"sglang {version} declares {len(rows)} families; this page reports {seen} of them")
+        out.append("reported: " + ", ".join(r["name"] for r in rows if r["reported"]))
+        out.append("declared but not reported (a feature that is off, or a labelled counter never incremented; "
+                   "not zeros): " + ", ".join(r["name"] for r in rows if not r["reported"]))
+        if undeclared:
+            out.append(f"reported but not declared by {version}: " + ", ".join(undeclared))
+    else:
+        out.append("families: " + ", ".join(sorted(reported)))
+        out.append("(give --sglang VER to compare with what that release declares)")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from kit.errors import TraceError
+    from kit.metrics.trace import summarize_trace
+
+    summaries, failed = [], []
+    for path in args.trace:
+        try:
+            summaries.append(summarize_trace(local_file(path), top=args.top))
+        except TraceError as err:
+            failed.append((path, err))
+    if not summaries and failed:
+        raise failed[0][1]
+    if args.json:
+        emit_json({"traces": [s.to_dict() for s in summaries],
+                   "failed": [{"path": p, "error": e.message, "hint": e.hint} for p, e in failed]})
+    else:
+        sys.stdout.write("\n".join(s.to_text() for s in summaries))
+        for path, err in failed:
+            sys.stdout.write(f"\n{path}: not summarized: {err.message}\n  -> {err.hint}\n")
+    return 0 if not failed else 2

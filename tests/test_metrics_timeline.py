@@ -1,0 +1,143 @@
+"""The timeline across a real restart: the lab (a process) restarted with another launch, scraped by a real Prometheus.
+
+The lab writes a fresh log on each start, so the test keeps the first run's log and joins
+the two, as a rotated or journald log of a real box holds both runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _lab_support import free_port, request
+from _prometheus_support import start_prometheus
+
+from kit.metrics import Prometheus, log_series, metric_names, runtime_facts, timeline
+
+pytestmark = pytest.mark.slow
+
+
+def _flags(variant: str) -> list[str]:
+    from kit.lab.control import variants
+
+    flags, skip = variants()[variant].flags(), ("--model-path", "--host", "--port")
+    kept = [f for i, f in enumerate(flags) if f not in skip and (i == 0 or flags[i - 1] not in skip)]
+    return [*kept, "--enable-metrics", "--decode-log-interval", "5"]
+
+
+def _generate(port: int, n: int, tokens: int = 24) -> None:
+    for i in range(n):
+        status, _, body = request(port, "POST", "/generate",
+                                  {"text": f"tell me {i}", "sampling_params": {"max_new_tokens": tokens}})
+        assert status == 200, body
+
+
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory):
+    """Prometheus, the lab started with launch `new`, three requests, a restart with `old`, one request."""
+    from kit.hosts import LocalHost
+    from kit.lab.control import Lab
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SGL_KIT_LAB_DRYRUN", "0")
+    port = free_port()
+    prom = start_prometheus(tmp_path_factory.mktemp("prom-restart"), [f"127.0.0.1:{port}"])
+    lab = Lab(LocalHost(), directory=str(tmp_path_factory.mktemp("lab-restart")))
+    try:
+        first = lab.up(flags=_flags("new"), port=port)
+        t0 = time.time()
+        prom.wait_for('up{job="sglang"} == 1')
+        _generate(port, 3)
+        prom.wait_for("sglang:num_requests_total >= 3")
+        log1 = Path(first.log).read_text()
+        before = time.time()
+        second = lab.restart(flags=_flags("old"))
+        after = time.time()
+        _generate(port, 1)
+        prom.wait_for("sglang:num_requests_total < 3")
+        time.sleep(2)
+        log2 = Path(second.log).read_text()
+        yield {"prom": prom, "port": port, "t0": t0, "before": before, "after": after, "log": log1 + log2,
+               "second": second, "dir": tmp_path_factory.mktemp("restart-files")}
+    finally:
+        lab.down()
+        prom.stop()
+        mp.undo()
+
+
+def test_the_restart_is_marked_once_with_the_launch_that_changed(restarted):
+    r = restarted
+    tl = timeline(Prometheus(r["prom"].url), since=time.time() - r["t0"] - 1, step=1, log_text=r["log"],
+                  process_started=r["second"].started_at, names=metric_names("0.5.11"))
+    assert len(tl.restarts) == 1, tl.to_text()
+    restart = tl.restarts[0]
+    assert r["before"] - 2 <= restart.at <= r["after"] + 2
+    assert any("went down" in e for e in restart.evidence), restart.evidence
+    assert any("startup line in the log" in e for e in restart.evidence)
+    changes = {flag: (a, b) for flag, a, b in restart.launch_changes}
+    assert changes["speculative_num_steps"] == (1, 3)
+    assert changes["speculative_num_draft_tokens"] == (2, 4)
+    assert restart.version == ("0.5.11", "0.5.11")
+    # One segment each side of the restart, each with its own measured throughput.
+    assert len(tl.segments) == 2
+    assert tl.segments["gen throughput (tok/s)"].notna().all()
+    text = tl.to_text()
+    assert "speculative_num_steps: 1 -> 3" in text and "restarts (1):" in text
+
+
+def test_the_decode_log_is_a_series_of_the_same_shape_that_plots_with_the_metrics(restarted):
+    r = restarted
+    logged = log_series(r["log"])
+    assert list(logged.columns) == ["time", "metric", "series", "value", "source"]
+    thr = logged[logged["metric"] == "sglang:gen_throughput"]
+    assert len(thr) >= 2 and (thr["value"] > 0).all() and set(thr["series"]) == {"tp_rank=0"}
+    assert (logged[logged["metric"] == "log:prefill_new_tokens"]["value"] > 0).any()
+    tl = timeline(Prometheus(r["prom"].url), since=time.time() - r["t0"] - 1, step=1, log_text=r["log"])
+    assert {"prometheus", "log"} <= set(tl.frame[tl.frame["metric"] == "sglang:gen_throughput"]["source"])
+    fig = tl.figure()
+    sources = {trace.name.split("[")[1].split("]")[0] for trace in fig.data if "[" in trace.name}
+    assert sources == {"prometheus", "log"}
+    assert len(fig.layout.shapes) == 1  # the restart line
+
+
+def test_runtime_facts_read_the_accept_length_over_time_and_the_decode_log(restarted):
+    r = restarted
+    facts = runtime_facts(Prometheus(r["prom"].url), since=time.time() - r["t0"] - 1, log_text=r["log"])
+    over = facts["accept_length_over_time"]
+    assert over["status"] == "measured"
+    points = [v for series in over["series"].values() for _, v in series]
+    assert points and all(v >= 1 for v in points if v)  # accept length counts the verified token itself
+    dec = facts["decode_log"]
+    assert dec["status"] == "measured" and dec["lines"] == sum(sum(c.values()) for c in dec["by_running_req"].values())
+
+
+def test_sgl_kit_timeline_prints_the_restart_and_json_for_scripts(restarted):
+    r = restarted
+    log = r["dir"] / "server.log"
+    log.write_text(r["log"])
+    since = f"{int(time.time() - r['t0'] - 1)}s"
+    base = [sys.executable, "-m", "kit.cli", "timeline", "--prometheus", r["prom"].url, "--since", since,
+            "--step", "1s", "--log", str(log), "--sglang", "0.5.11"]
+    proc = subprocess.run(base, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "restarts (1):" in proc.stdout and "speculative_num_steps: 1 -> 3" in proc.stdout
+    assert "missing: sglang:" not in proc.stdout.replace("missing: sglang:spec", "")  # all panels reported
+    proc = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    doc = json.loads(proc.stdout)
+    assert len(doc["restarts"]) == 1 and doc["version"] == "0.5.11"
+    assert {"flag": "speculative_num_steps", "before": 1, "after": 3} in doc["restarts"][0]["launch_changes"]
+
+
+def test_sgl_kit_timeline_with_prometheus_down_and_no_log_is_one_line_with_a_hint():
+    port = free_port()
+    proc = subprocess.run([sys.executable, "-m", "kit.cli", "timeline", "--prometheus", f"http://127.0.0.1:{port}",
+                           "--since", "1h", "--prometheus-timeout", "3"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"sgl-kit: error: no series to show: cannot reach Prometheus at "
+                                  f"http://127.0.0.1:{port}: connection refused")
+    assert "\n  -> " in proc.stderr and "Traceback" not in proc.stderr
