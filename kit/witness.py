@@ -25,11 +25,13 @@ __all__ = ["LaunchOptions", "read_launch", "source_tree"]
 @dataclass
 class LaunchOptions:
     """How to resolve a launch command: with the dry-run (unless ``dryrun`` is False), for the model
-    at ``model`` (default: its --model-path, when that is on this machine) and the GPU ``gpu``."""
+    at ``model`` (default: its --model-path, when that is on this machine) and the GPU ``gpu`` (a key
+    of kit/data/gpus.yaml or the name nvidia-smi prints). A file does not say which GPU it ran on, so
+    without ``gpu`` the command is not resolved: its flags are read over the version's defaults."""
 
     dryrun: bool = True
     model: str | None = None
-    gpu: str = "a6000"
+    gpu: str | None = None
     progress: Callable[[str], None] | None = None
 
 
@@ -48,7 +50,7 @@ def source_tree(package_dir: str | None = None, sglang: str | None = None, *, re
         return SourceTree.at(LocalHost(), install_package_source("sglang", sglang, prefix=str(prefix)))
     if not required:
         return None
-    raise KitError(why, hint="add --sglang 0.5.11 (the release it was written for) or --package-dir DIR")
+    raise KitError(why, hint="add --sglang VERSION (the release it was written for) or --package-dir DIR")
 
 
 def read_launch(path: str, tree=None, options: LaunchOptions | None = None, *, tree_source=None):
@@ -72,7 +74,14 @@ def read_launch(path: str, tree=None, options: LaunchOptions | None = None, *, t
         return LaunchSide(path, "server_info", snap.fields, "/server_info", defaults=defaults)
     if "server_args=" in head or _mentions(path, b"server_args="):
         snap = parse_log_file_all(path)[-1]
-        return LaunchSide(path, "log", snap.fields, "the server_args line of its log", defaults=defaults)
+        cut = f"; cut off after `{next(reversed(snap.fields), None)}`, the fields after it unknown" \
+            if snap.truncated else ""
+        return LaunchSide(path, "log", snap.fields, "the server_args line of its log" + cut, defaults=defaults,
+                          partial=snap.truncated, decode=_decode_of(path))
+    if _mentions(path, b"Decode batch"):
+        decode = _decode_of(path)
+        return LaunchSide(path, "log", {}, f"{decode['all_lines']} Decode batch lines, no server_args line: "
+                          "its arguments are unknown", defaults=defaults, partial=True, decode=decode)
     if tree is None:
         tree = tree_source() if tree_source is not None else source_tree(required=True)
     with open(path, errors="replace") as fh:
@@ -80,21 +89,43 @@ def read_launch(path: str, tree=None, options: LaunchOptions | None = None, *, t
 
 
 def _command_side(path: str, command: str, options: LaunchOptions, tree):
-    """A launch command: what it asked, and what sglang resolves from it (the dry-run, when it can run)."""
-    from .server_args import LaunchSide, cli_defaults, flag_table, parse_command, parse_log
+    """A launch command (any text kit.server_args.read_launch_text reads: a script, YAML, a unit,
+    docker run, ...): what it asked, and what sglang resolves from it (the dry-run, when it can run).
+    Flags whose value cannot be read are unknown on this side, never defaults."""
+    from .errors import ParseError
+    from .server_args import LaunchSide, cli_defaults, flag_table, parse_log, read_launch_text
 
-    explicit = parse_command(command, flag_table(tree))
+    found = read_launch_text(command, flag_table(tree), where=path)
+    launch = found.primary
+    problems = [str(p) for p in found.all_problems()]
+    if launch is None:
+        raise ParseError(f"{path}: {problems[0] if problems else 'no sglang launch in it'}", position=0,
+                         hint="give a log, a /server_info JSON, or a file with the launch command (a script, "
+                              "docker run, Kubernetes/compose YAML, a systemd unit or sgl.Engine(...))")
+    explicit = launch.explicit
     defaults = cli_defaults(tree)
     requested = {name: fd.value for name, fd in defaults.items() if fd.known}
     requested.update(explicit)
-    result, why_not = _dry_run(path, command, explicit, options, tree)
+    for name in launch.unreadable:
+        requested.pop(name, None)
+    result, why_not = _dry_run(path, launch.readable_argv, explicit, options, tree)
     if result is None:
         method = f"its flags over the defaults of sglang {tree.version}; not resolved: {why_not}"
-        return LaunchSide(path, "command", requested, method, explicit=explicit, defaults=defaults)
+        return LaunchSide(path, "command", requested, method, explicit=explicit, defaults=defaults,
+                          unknown=tuple(launch.unreadable), problems=problems)
     changed = {c.field: c.where for c in result.changes}
     return LaunchSide(path, "command", parse_log(result.server_args_line).fields,
                       f"resolved by the dry-run of sglang {tree.version}", explicit=explicit, defaults=defaults,
-                      changed=changed)
+                      changed=changed, unknown=tuple(launch.unreadable), problems=problems)
+
+
+def _decode_of(path: str) -> dict | None:
+    """decode_summary of a log's Decode batch lines (None without any)."""
+    from .server_args import decode_summary, parse_decode_stats
+
+    with open(path, "rb") as fh:
+        stats = parse_decode_stats(fh.read().decode("utf-8", "replace"))
+    return decode_summary(stats) if stats else None
 
 
 def _dry_run(path: str, command: str, explicit: dict, options: LaunchOptions, tree):
@@ -107,12 +138,15 @@ def _dry_run(path: str, command: str, explicit: dict, options: LaunchOptions, tr
         return None, "--no-dryrun"
     if version not in supported_versions() or not environment(version).ready:
         return None, f"no dry-run environment for sglang {version} (sgl-kit dryrun setup --sglang {version})"
+    if not options.gpu:
+        return None, ("no GPU given, and the file does not say which it ran on (--gpu KEY, e.g. --gpu h100; "
+                      "`sgl-kit dryrun gpus` lists them)")
     model = options.model or explicit.get("model_path")
     if not model or not os.path.exists(os.path.expanduser(str(model))):
         return None, f"the model's config.json is not on this machine ({model}); pass --model DIR_OR_CONFIG_JSON"
     say = options.progress or (lambda text: sys.stderr.write(text + "\n"))
     say(f"resolving {path} with the dry-run of sglang {version} (about 10 s)")
-    result = dry_run(server_flags(command), model=options.model, sglang=version, gpu=options.gpu)
+    result = dry_run(list(command) if isinstance(command, list) else server_flags(command), model=options.model, sglang=version, gpu=options.gpu)
     if not result.ok:
         return None, f"sglang {version} would not start with these flags: {result.error.headline}"
     return result, None

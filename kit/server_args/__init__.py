@@ -19,16 +19,31 @@ that differs from its default although no flag asked for it is `auto-changed`, w
 how the incident's `disable_piecewise_cuda_graph=True` shows up. ``server.py`` does the
 same for a server found by kit.target.discover. ``decode_stats.py`` reads the scheduler's
 periodic `Decode batch` lines (accept length, throughput, whether CUDA graphs ran).
+``launch_text.py`` (with ``launch_sources.py``) reads launch evidence as people paste it, one
+flag at a time with its origin; ``paste.py`` splits a whole issue body into its pieces;
+``markdown.py`` takes Markdown off first; ``log.py`` also collects sglang's notices.
 """
 
 from .command import parse_command, server_flags
 from .compare import classify, diff
-from .decode_stats import DecodeStat, decode_summary, parse_decode_stats
+from .decode_stats import DecodeStat, PrefillStat, decode_summary, parse_decode_stats, parse_prefill_stats
 from .defaults import FieldDefault, FieldDefaults, defaults
 from .flags import FlagSpec, FlagTable, cli_defaults, flag_table
 from .launch_diff import LaunchDiff, LaunchSide, launch_diff
+from .launch_text import LaunchFlag, LaunchProblem, LaunchRead, LaunchText, read_launch_text
 from .lineage import SAME_VALUE, FlagLineage, Fold, folds, lineage, lineage_data
-from .log import parse_log, parse_log_all, parse_log_file, parse_log_file_all
+from .log import (
+    LogNotice,
+    log_capacity,
+    log_notices,
+    missing_fields,
+    parse_log,
+    parse_log_all,
+    parse_log_file,
+    parse_log_file_all,
+)
+from .markdown import strip_markdown
+from .paste import Paste, Piece, split_paste
 from .server import classify_server, effective_args, explicit_args
 from .server_info import from_server_info
 from .snapshot import ServerArgsSnapshot
@@ -43,6 +58,14 @@ __all__ = [
     "FlagSpec",
     "FlagTable",
     "Fold",
+    "LaunchFlag",
+    "LaunchProblem",
+    "LaunchRead",
+    "LaunchText",
+    "LogNotice",
+    "Paste",
+    "Piece",
+    "PrefillStat",
     "LaunchDiff",
     "LaunchSide",
     "NonLiteral",
@@ -62,11 +85,18 @@ __all__ = [
     "launch_diff",
     "lineage",
     "lineage_data",
+    "log_capacity",
+    "log_notices",
+    "missing_fields",
     "parse_command",
     "parse_decode_stats",
+    "parse_prefill_stats",
     "parse_log",
     "parse_log_all",
     "parse_log_file",
     "parse_log_file_all",
+    "read_launch_text",
     "server_flags",
+    "split_paste",
+    "strip_markdown",
 ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 import html
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from kit._pysource import (
+    MISSING,
     Evaluator,
     ModuleInfo,
     Modules,
@@ -15,6 +17,7 @@ from kit._pysource import (
     class_fields,
     constant,
     constant_named,
+    index_of,
     modules_for,
 )
 from kit.errors import SymbolNotFound
@@ -91,6 +94,14 @@ def defaults(tree: SourceLike) -> FieldDefaults:
     """
     modules = modules_for(tree)
     cached = modules.scratch.get("defaults")
+    index = index_of(modules) if cached is None else None
+    stored = index.get("defaults") if index is not None else MISSING
+    if cached is None and stored is not MISSING:  # the tree's persistent index (kit._pysource.index)
+        try:
+            cached = modules.scratch["defaults"] = FieldDefaults((fd["name"], FieldDefault(**fd)) for fd in stored)
+            cached.version = getattr(tree, "version", None)
+        except (TypeError, ValueError, KeyError):  # a file edited by hand: read the defaults again
+            cached = None
     if cached is None:
         ev = Evaluator(modules)
         cached = FieldDefaults()
@@ -99,6 +110,9 @@ def defaults(tree: SourceLike) -> FieldDefaults:
             fd = field_default(modules, ev, module, node)
             cached[fd.name] = fd
         modules.scratch["defaults"] = cached
+        if index is not None:
+            index.put("defaults", "", [{f.name: getattr(fd, f.name) for f in dataclass_fields(fd)}
+                                       for fd in cached.values()])
     out = FieldDefaults(cached)
     out.version = cached.version
     return out
@@ -114,6 +128,7 @@ def server_args_fields(modules: Modules) -> list[tuple[ModuleInfo, ast.AnnAssign
         raise SymbolNotFound(
             f"no class ServerArgs in srt/server_args.py of sglang {modules.version or ''}",
             hint="this layout is not known to the kit; look for `class ServerArgs` with tree.grep",
+            cli_hint="this layout is not known to the kit; look for it with `sgl-kit grep TARGET 'class ServerArgs'`",
         )
     own = class_fields(modules, module, cls)
     namespaces = module.assigned("_INPUT_NAMESPACES")

@@ -7,9 +7,20 @@ import html
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
-from kit._pysource import Evaluator, ModuleInfo, Modules, NotConstant, class_fields, constant, modules_for
+from kit._pysource import (
+    MISSING,
+    Evaluator,
+    ModuleInfo,
+    Modules,
+    NotConstant,
+    class_fields,
+    constant,
+    index_of,
+    modules_for,
+)
 from kit.errors import ParseError, SymbolNotFound
 
 from .common import SourceLike, pandas
@@ -232,8 +243,23 @@ def flag_table(tree: SourceLike) -> FlagTable:
     modules = modules_for(tree)
     cached = modules.scratch.get("flag_specs")  # the specs only: a FlagTable holds the tree itself
     if cached is None:
-        cached = modules.scratch["flag_specs"] = _read_flags(modules)
+        cached = modules.scratch["flag_specs"] = _stored_flags(modules)
     return FlagTable(list(cached), version=getattr(tree, "version", None), tree=tree)
+
+
+def _stored_flags(modules: Modules) -> list[FlagSpec]:
+    """The specs from the tree's persistent index (kit._pysource.index), read and stored there once."""
+    index = index_of(modules)
+    stored = index.get("flags") if index is not None else MISSING
+    if stored is not MISSING:
+        try:
+            return [FlagSpec(**spec) for spec in stored]
+        except (TypeError, ValueError):  # a file edited by hand: read the flags again
+            pass
+    specs = _read_flags(modules)
+    if index is not None:
+        index.put("flags", "", [{f.name: getattr(spec, f.name) for f in dataclass_fields(spec)} for spec in specs])
+    return specs
 
 
 def _read_flags(modules: Modules) -> list[FlagSpec]:
@@ -278,6 +304,8 @@ def _method(mod: ModuleInfo, cls_name: str, name: str) -> ast.FunctionDef:
     raise SymbolNotFound(
         f"no {cls_name}.{name} in {mod.path}",
         hint="this SGLang layout is not known to the kit; find where flags are added with tree.grep('add_argument')",
+        cli_hint="this SGLang layout is not known to the kit; find where flags are added with "
+                 "`sgl-kit grep TARGET add_argument`",
     )
 
 

@@ -10,7 +10,7 @@ named once, as context.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,16 @@ class LaunchSide:
     explicit: Mapping[str, Any] | None = None
     defaults: Mapping[str, Any] | None = None
     changed: Mapping[str, str] = field(default_factory=dict)
+    # What the witness does not tell: ``unknown`` fields (a flag set to `${PORT}`), or, when
+    # ``partial``, every field it lacks (a cut-off server_args line, a log of Decode batch lines).
+    unknown: Collection[str] = ()
+    partial: bool = False
+    problems: list[str] = field(default_factory=list)  # what could not be read, in words
+    decode: Mapping[str, Any] | None = None  # kit.server_args.decode_summary of its log
+
+    def lacks(self, name: str) -> bool:
+        top = name.split(".")[0]
+        return top in self.unknown or (self.partial and top not in self.resolved)
 
     def origin(self, name: str, value: Any) -> str:
         top = name.split(".")[0]
@@ -148,6 +158,8 @@ def launch_diff(a: LaunchSide, b: LaunchSide, volatile: tuple[str, ...] = VOLATI
     for name in list(fa) + [k for k in fb if k not in fa]:
         va, vb = fa.get(name, MISSING), fb.get(name, MISSING)
         top = name.split(".")[0]
+        if (va is MISSING or top in a.unknown) and a.lacks(name) or (vb is MISSING or top in b.unknown) and b.lacks(name):
+            continue  # one side does not tell: not a difference
         if va is not MISSING and vb is not MISSING and same_value(va, vb):
             oa, ob = a.origin(name, va), b.origin(name, vb)
             if oa not in ("default", "asked", "") and ob not in ("default", "asked", "") and top not in volatile:

@@ -7,6 +7,7 @@ import codecs
 import io
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ class _LogScan:
         self.version: str | None = None
         self.unversioned: list[ServerArgsSnapshot] = []
         self.lines = 0
+        self.cut_mark: tuple[int, str] | None = None  # a `server_args=` cut before its first field
 
     def feed(self, no: int, offset: int, line: str) -> None:
         self.lines = no
@@ -88,6 +90,9 @@ class _LogScan:
 
     def _snapshots_in(self, no: int, offset: int, line: str) -> None:
         pos = 0
+        at = line.find("server_args=")
+        if self.cut_mark is None and not _MARK.search(line) and re.fullmatch(r"server_args=[\w({]{0,11}", line[at:].strip()):
+            self.cut_mark = (no, line[at:].strip())
         while (m := _MARK.search(line, pos)) is not None:
             try:
                 snap, end = _read_payload(line, m, pos, offset)
@@ -106,6 +111,14 @@ class _LogScan:
         if not self.snaps:
             if self.error is not None:
                 raise self.error
+            if self.cut_mark is not None:
+                no, text = self.cut_mark
+                raise ParseError(
+                    f"the server_args line at line {no} of {self.origin or 'the log'} is cut off before its first "
+                    f"field ({text!r}): every field is unknown",
+                    position=total,
+                    hint="send the whole line (sglang logs it once at startup), or /server_info of the running server",
+                )
             raise ParseError(
                 f"no `server_args=ServerArgs(...)` or `server_args={{...}}` line in {self.origin or 'the log'} "
                 f"({self.lines} lines read)",
@@ -279,3 +292,95 @@ def _scan_file(f, name: str, limit: int) -> list[ServerArgsSnapshot]:
 def parse_log_file(src: str | Path | io.IOBase, *, max_line_chars: int = _MAX_LINE) -> ServerArgsSnapshot:
     """`parse_log` for a path or an open file, streamed line by line."""
     return _pick(parse_log_file_all(src, max_line_chars=max_line_chars))
+
+
+# --------------------------------------------------------------------------- what a cut-off line lacks
+
+
+def missing_fields(snap: ServerArgsSnapshot, names) -> list[str]:
+    """The fields of ``names`` (this version's ServerArgs fields, in order) that a cut-off line lacks.
+
+    Their values are unknown: a line cut off after ``tp_size`` says nothing of what follows, and
+    the version's defaults are no answer. An uncut line lacks nothing.
+    """
+    if not snap.truncated:
+        return []
+    return [name for name in names if name not in snap.fields]
+
+
+# --------------------------------------------------------------------------- sglang's own words
+
+
+@dataclass
+class LogNotice:
+    """A line in which sglang says something about its setup: a warning, or a change it made."""
+
+    line: int  # 1-based, in the text given
+    level: str | None  # WARNING, INFO, ... when the line's prefix says
+    text: str  # the message, without the time/rank prefix
+    kind: str  # "warning", "notice" (sglang changed a setting), "capacity", "retract", "error"
+    source: str = ""  # the file it was read from, when known
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "level": self.level, "text": self.text, "kind": self.kind, "source": self.source}
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.text}"
+
+
+# sglang's own words when it changes or caps a setting at startup, or runs out of room.
+_NOTICE = re.compile(
+    r"Automatically (?:turn off|set|reduce|disable|adjust|enable)|Disabl(?:e|ing) |is disabled because|Falling back|"
+    r"Overlap scheduler is disabled|auto-disabl|is capped to|is (?:set|reduced|adjusted) to \d|"
+    r"Using default MoE kernel config|Not enough memory|too small|exceeds? the|larger than|KV cache pool is full|"
+    r"set to .* because|is not supported|will be (?:ignored|disabled)|deprecated", re.I)
+_RETRACT = re.compile(r"\bretract", re.I)
+_CAPACITY = re.compile(r"\bmax_total_num_tokens=\d+")
+_LEVEL = re.compile(r"\b(WARNING|WARN|ERROR|INFO|DEBUG|CRITICAL)\b")
+_PREFIX = re.compile(r"^(?:[^\[\]]{0,60}\[[^\]]{0,80}\]\s*)?(?:(?:WARNING|WARN|ERROR|INFO|DEBUG)\b\s*(?:\S+\.py:\d+:?\s*)?"
+                     r"(?:\[[^\]]*\]\s*)?)?")
+
+
+def log_notices(text: str, *, limit: int = 500) -> list[LogNotice]:
+    """sglang's warnings and notices in a log, each with its line, so rules can read them."""
+    out: list[LogNotice] = []
+    for no, _, line in _text_lines(text):
+        if "server_args=" in line or "Decode batch" in line or "Prefill batch" in line:
+            continue
+        level_m = _LEVEL.search(line[:120])
+        level = level_m.group(1) if level_m else None
+        if _CAPACITY.search(line):
+            kind = "capacity"
+        elif _RETRACT.search(line) and "#retracted-req: 0" not in line:
+            kind = "retract"
+        elif _NOTICE.search(line):
+            kind = "notice"
+        elif level in ("WARNING", "WARN") or "Warning:" in line or "UserWarning" in line:
+            kind = "warning"
+        elif level in ("ERROR", "CRITICAL") or line.startswith(("Traceback", "RuntimeError", "ValueError")):
+            kind = "error"
+        else:
+            continue
+        message = _PREFIX.sub("", line, count=1)
+        out.append(LogNotice(no, level, message.strip() or line.strip(), kind))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def log_capacity(text: str) -> dict[str, Any] | None:
+    """The numbers of sglang's ready line (``max_total_num_tokens=..., max_running_requests=...,
+    context_len=...``): what the memory pool and the scheduler ended up with, or None."""
+    found = None
+    for _, _, line in _text_lines(text):
+        if _CAPACITY.search(line):
+            found = {k: _number(v) for k, v in re.findall(r"\b([a-z_]+)=([\d.]+(?:GB)?)", line)}
+    return found
+
+
+def _number(text: str) -> Any:
+    text = text.removesuffix("GB")
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
