@@ -98,3 +98,55 @@ def test_doctor_bad_input(argv, message):
 def test_doctor_dead_ssh_host_fails_fast():
     proc = sgl_kit(None, "doctor", "ssh://nobody@127.0.0.1:1", "--timeout", "5", timeout=60)
     assert proc.returncode == 2 and "127.0.0.1:1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+INCIDENTS = Path(__file__).resolve().parent.parent / "data" / "incidents"
+
+
+def test_doctor_paste_of_a_whole_issue(tmp_path):
+    """A whole issue body (sgl-project/sglang#7212, as posted): its launch script is found and read
+    flag by flag with the script's variables; the cut-off server_args line is said, first."""
+    issue = INCIDENTS / "sglang-7212-script-cut-server-args" / "issue.md"
+    proc = sgl_kit(None, "doctor", "--paste", str(issue), "--sglang", "0.4.6.post5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert "launch at lines 9-24" in data["sources"][f"paste {issue}"]
+    assert "--tp-size 4" in data["fixed_command"] and "--max-running-requests 128" in data["fixed_command"]
+    assert any("cut off before its first field" in p for p in data["problems"])
+
+
+def test_doctor_cut_off_server_args_line_names_the_unknown_fields(tmp_path):
+    log = ROOT / "tests" / "data" / "server_args" / "cut-mid-field.log"
+    proc = sgl_kit(None, "doctor", "--log", str(log), "--sglang", "0.5.11", "--json")
+    assert proc.returncode == 0, proc.stderr
+    cut = [p for p in json.loads(proc.stdout)["problems"] if "is cut off after" in p]
+    assert cut and "fields are unknown, not defaults" in cut[0]
+
+
+def test_doctor_baseline_of_decode_batch_lines_only():
+    log = ROOT / "tests" / "data" / "provenance" / "incident-0.5.11.log"
+    baseline = INCIDENTS / "sglang-1338-decode-only" / "server.log"
+    proc = sgl_kit(None, "doctor", "--log", str(log), "--sglang", "0.5.11", "--baseline", str(baseline), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert "9 Decode batch lines, no server_args line" in data["sources"]["baseline"]
+    assert not any("--baseline" in p for p in data["problems"])
+
+
+def test_evidence_from_pasted_files_keeps_what_it_read_and_says_what_not(tmp_path):
+    """kit.doctor.from_files on corpus texts: Decode batch lines alone, sglang's notices with their
+    line, a Kubernetes env block given to --environ (the last one written for this test)."""
+    from kit.doctor import from_files
+
+    ev = from_files(log=str(INCIDENTS / "sglang-26248-hybrid-retraction" / "server.log"))
+    assert ev.decode["max_token_usage"] == 1.0 and ev.decode["max_queue_req"] == 3
+    assert any("Decode batch lines are read alone" in p for p in ev.problems)
+
+    ev = from_files(log=str(INCIDENTS / "sglang-38846-mamba-cap-notice" / "issue.md"))
+    capped = [m for m in ev.messages if "capped to 9 by the mamba state cache" in m.text]
+    assert capped and capped[0].line == 5 and capped[0].kind == "notice"
+
+    env = tmp_path / "env.yaml"
+    env.write_text("env:\n  - name: NCCL_P2P_DISABLE\n    value: \"1\"\n  - name: HOME\n    value: /root\n")
+    ev = from_files(environ=str(env))
+    assert ev.environ == {"NCCL_P2P_DISABLE": "1"} and "env blocks" in ev.sources["environ"]

@@ -84,13 +84,45 @@ def test_the_incident_ceiling_on_two_a6000():
     assert result.ceiling_tok_s > 1536e9 / 54e9
 
 
-def test_the_old_launch_ran_at_80_to_90_percent_of_its_ceiling():
+def test_without_draft_reads_the_old_launch_looked_like_83_percent_of_its_ceiling():
     result = roofline(INCIDENT, "a6000", tp=2, accept_length=2.8, measured_tok_s=70)
     by_hand = 70 / (2.8 * 1536e9 / _incident_bytes(1024)) * 100
-    assert 78 <= result.percent_of_ceiling <= 92
+    assert 78 <= result.percent_of_ceiling <= 92 and result.disagree == ""  # not flagged below 95%
     assert result.percent_of_ceiling == pytest.approx(by_hand, rel=0.01)
     assert result.accept_length == 2.8 and result.measured_tok_s == 70
-    assert any("MTP" in a and "GB more" in a for a in result.assumptions)
+    assert any("MTP" in a and "One draft step reads 3.39 GB" in a for a in result.assumptions)
+
+
+def test_a_round_reads_the_verify_and_every_draft_step_and_70_tok_s_is_then_implausible():
+    without = roofline(INCIDENT, "a6000", tp=2, accept_length=2.84, measured_tok_s=70)
+    result = roofline(INCIDENT, "a6000", tp=2, accept_length=2.84, measured_tok_s=70, speculative_steps=3,
+                      accept_source="an assumed value")
+    draft = result.draft_bytes_per_step
+    assert draft == pytest.approx(3.39e9 + INCIDENT_KV_PER_TOKEN / 16 * 1024, rel=0.01)  # MTP layer + lm_head + KV
+    assert result.bytes_per_round == pytest.approx(result.bytes_per_step + 3 * draft)
+    assert result.ceiling_tok_s == pytest.approx(2.84 * 1536e9 / result.bytes_per_round)
+    assert result.ceiling_without_draft_tok_s == pytest.approx(without.ceiling_tok_s)
+    assert 69 < result.ceiling_tok_s < 72 < 83 < without.ceiling_tok_s < 86
+    assert result.percent_of_ceiling > 95 and "the inputs disagree" in result.to_text()
+    assert result.disagree.index("accept length 2.84 (an assumed value)") < result.disagree.index("the GPU")
+
+
+def test_speculative_decoding_without_a_measured_accept_length_gives_the_ceiling_per_accept_length():
+    result = roofline(INCIDENT, "a6000", tp=2, accept_length=None, speculative_steps=1)
+    assert result.ceiling_tok_s is None and result.accept_length is None
+    assert list(result.ceiling_by_accept) == ["1", "1.5", "2"]
+    assert result.ceiling_by_accept["2"] == pytest.approx(2 * 1536e9 / result.bytes_per_round)
+    text = result.to_text()
+    assert "no speculative decoding" not in text and "accept length unknown" in text
+    assert "Decode batch" in text and "sgl-kit bench" in text
+
+
+def test_a_draft_models_own_config_sizes_the_draft_step():
+    draft = MODELS / "llama-2-7b" / "config.json"
+    result = roofline(INCIDENT, "a6000", tp=2, accept_length=2.0, speculative_steps=2, draft_config=draft)
+    alone = roofline(draft, "a6000", tp=2)
+    assert result.draft_bytes_per_step == pytest.approx(alone.bytes_per_step)
+    assert result.bytes_per_round == pytest.approx(result.bytes_per_step + 2 * alone.bytes_per_step)
 
 
 def test_context_and_tp_move_the_ceiling_the_way_the_model_says():

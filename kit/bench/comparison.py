@@ -35,6 +35,11 @@ class Comparison:
     rates_a: list = field(default_factory=list, repr=False)
     rates_b: list = field(default_factory=list, repr=False)
     boot_diffs: list = field(default_factory=list, repr=False)
+    metric: str = "decode_tok_s"  # or "ttft_ms": time to first token, where lower is better
+
+    @property
+    def unit(self) -> str:
+        return "ms" if self.metric == "ttft_ms" else "tok/s"
 
     @property
     def rel_diff(self) -> float:
@@ -49,9 +54,10 @@ class Comparison:
 
     def to_text(self) -> str:
         pct = self.confidence * 100
-        return (f"A {self.a}: {self.mean_a:.3f} tok/s (n={self.n_a})\n"
-                f"B {self.b}: {self.mean_b:.3f} tok/s (n={self.n_b})\n"
-                f"B - A: {self.diff:+.3f} tok/s ({self.rel_diff:+.2%}), {pct:g}% CI "
+        u = self.unit
+        return (f"A {self.a}: {self.mean_a:.3f} {u} (n={self.n_a})\n"
+                f"B {self.b}: {self.mean_b:.3f} {u} (n={self.n_b})\n"
+                f"B - A: {self.diff:+.3f} {u} ({self.rel_diff:+.2%}), {pct:g}% CI "
                 f"[{self.ci_low:+.3f}, {self.ci_high:+.3f}]\n"
                 f"verdict: {self.verdict} ({self.reason})")
 
@@ -71,8 +77,10 @@ class Comparison:
 
 
 def compare(a: BenchRun | str | os.PathLike, b: BenchRun | str | os.PathLike, *, confidence: float = 0.95,
-            resamples: int = 10_000, min_effect: float = 0.01, seed: int = 0) -> Comparison:
-    """Is B faster than A? Bootstrap CI on mean_b - mean_a of per-request decode tok/s.
+            resamples: int = 10_000, min_effect: float = 0.01, seed: int = 0,
+            metric: str = "decode_tok_s") -> Comparison:
+    """Is B faster than A? Bootstrap CI on mean_b - mean_a of per-request decode tok/s (or, with
+    ``metric="ttft_ms"``, of time to first token, where a lower B is the improvement).
 
     The verdict is ``improved`` or ``regressed`` only when the interval excludes zero *and*
     the difference is at least ``min_effect`` of A's mean (default 1%, about what a client
@@ -81,7 +89,13 @@ def compare(a: BenchRun | str | os.PathLike, b: BenchRun | str | os.PathLike, *,
     import numpy as np
 
     run_a, run_b = (r if isinstance(r, BenchRun) else BenchRun.load(r) for r in (a, b))
-    rates_a, rates_b = (np.asarray([x.decode_tok_s for x in r.results if x.ok and x.decode_tok_s is not None])
+    if metric not in ("decode_tok_s", "ttft_ms"):
+        raise BenchError(f"no metric {metric!r} to compare", hint="decode_tok_s or ttft_ms")
+
+    def value(x):
+        return x.decode_tok_s if metric == "decode_tok_s" else (x.ttft_s * 1e3 if x.ttft_s is not None else None)
+
+    rates_a, rates_b = (np.asarray([value(x) for x in r.results if x.ok and value(x) is not None])
                         for r in (run_a, run_b))
     for run, rates in ((run_a, rates_a), (run_b, rates_b)):
         if rates.size < 2:
@@ -93,10 +107,11 @@ def compare(a: BenchRun | str | os.PathLike, b: BenchRun | str | os.PathLike, *,
     alpha = (1 - confidence) / 2
     low, high = np.quantile(diffs, [alpha, 1 - alpha])
     diff = float(rates_b.mean() - rates_a.mean())
-    verdict, reason = _verdict(diff, float(low), float(high), float(rates_a.mean()), min_effect)
+    verdict, reason = _verdict(diff, float(low), float(high), float(rates_a.mean()), min_effect,
+                               lower_is_better=metric == "ttft_ms")
     return Comparison(run_a.name, run_b.name, int(rates_a.size), int(rates_b.size), float(rates_a.mean()),
                       float(rates_b.mean()), diff, float(low), float(high), confidence, verdict, reason,
-                      min_effect, resamples, rates_a.tolist(), rates_b.tolist(), diffs.tolist())
+                      min_effect, resamples, rates_a.tolist(), rates_b.tolist(), diffs.tolist(), metric)
 
 
 def _bootstrap_diffs(a, b, resamples: int, rng):
@@ -113,11 +128,12 @@ def _bootstrap_diffs(a, b, resamples: int, rng):
     return out
 
 
-def _verdict(diff: float, low: float, high: float, mean_a: float, min_effect: float) -> tuple[str, str]:
+def _verdict(diff: float, low: float, high: float, mean_a: float, min_effect: float,
+             lower_is_better: bool = False) -> tuple[str, str]:
     if low <= 0 <= high:
         return "no significant change", "the confidence interval contains zero"
     if abs(diff) < min_effect * mean_a:
         return "no significant change", (f"the interval excludes zero but the difference ({diff / mean_a:+.2%}) "
                                          f"is below the {min_effect:.0%} minimum effect")
-    word = "improved" if diff > 0 else "regressed"
+    word = "improved" if (diff < 0 if lower_is_better else diff > 0) else "regressed"
     return word, f"the whole interval is {'above' if diff > 0 else 'below'} zero"

@@ -15,17 +15,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from kit.errors import KitError
 
-from . import rules, rules_hw  # noqa: F401  (they register their rules)
+from . import rules, rules_hw, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
 from .evidence import Evidence, from_files, from_server
-from .result import Change, Diagnosis, Finding
+from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import RULES, Rule, version_in
 
-__all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "ModelSize", "RULES", "Roofline", "Rule",
+__all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "Impact", "ModelSize", "RULES", "Roofline", "Rule",
            "diagnose", "doctor", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
 
 
@@ -46,16 +47,17 @@ def doctor(target: str | None = None, *, host=None, pid: int | None = None, port
 
 
 def _doctor_on(host, target, pid, port, baseline, bench, progress) -> Diagnosis:
-    from kit.lab import find_target_server
+    from kit.target import resolve_server
 
-    server = find_target_server(host, target, pid=pid, port=port)
+    server = resolve_server(host, target, pid=pid, port=port)
     evidence = from_server(host, server, baseline=baseline, bench=bench, progress=progress)
     evidence.target = target if target == host.name else f"{target} (pid {server.pid} on {host.name})"
     return diagnose(evidence)
 
 
 def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_tokens: int = 1024) -> Diagnosis:
-    """Run every rule (or ``only`` these) over the evidence; findings ordered by estimated impact."""
+    """Run every rule (or ``only`` these) over the evidence. Rules that read other rules' findings
+    (``after="findings"``) run last; findings are ordered measured, modelled, then not estimated."""
 
     case = Case(evidence)
     case.roofline = _roofline(case, context_tokens)
@@ -64,7 +66,8 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
     if evidence.version is None:
         problems.append("the sglang version is not known: every rule ran, version ranges unchecked "
                         "(give --sglang VERSION)")
-    ordered = sorted(only or RULES, key=lambda r: r.id == "differs-from-baseline")  # the baseline rule last
+    chosen = list(only or RULES)
+    ordered = [r for r in chosen if r.after != "findings"] + [r for r in chosen if r.after == "findings"]
     for r in ordered:
         if evidence.version is not None and not version_in(evidence.version, r.versions):
             skipped.append((r.id, f"written for sglang {r.versions}; this server runs {evidence.version}"))
@@ -74,17 +77,93 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             checked.append(r.id)
             if not lines:
                 continue
-            impact, reason = r.impact(case)
+            estimate = r.impact(case)
             changes, advice, avoid = r.fix(case)
             sites = r.sites(case)
+            covers = r.covers(case)
         except KitError as err:
             problems.append(f"rule {r.id} could not finish: {err.message}")
             continue
-        findings.append(Finding(r.id, r.title, impact, reason, lines, sites, changes, advice, avoid, r.versions))
-        case.covered |= _fields_of(case, changes) | {_name(line) for line in lines[:1]}
+        if r.gpu_only and case.no_gpu:
+            estimate, changes, advice, avoid = _does_not_apply(case, estimate)
+        findings.append(Finding(r.id, r.title, estimate, lines, sites, changes, advice, avoid, r.versions,
+                                r.affects))
+        case.covered |= _fields_of(case, changes) | set(covers)
         case.found.append(r.id)
-    return Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
-                     skipped, checked, dict(evidence.sources), evidence.command)
+    _within_the_room(case, findings)
+    diagnosis = Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
+                          skipped, checked, dict(evidence.sources), evidence.command, _open_questions(case, findings),
+                          unanswered=rules_runtime.evidence_gaps(case))
+    from .fixcheck import check_fixed_launch
+
+    diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)
+    return diagnosis
+
+
+def _does_not_apply(case: Case, estimate: Impact):
+    """A GPU-only rule (``Rule.gpu_only``) on a server with no GPU: what it saw stays, nothing is prescribed."""
+    reason = (f"does not apply: {case.no_gpu}, so there are no CUDA graphs or GPU attention kernels to "
+              "turn on; this is how sglang runs on a CPU")
+    return (Impact(None, "not estimated", reason, estimate.metric), [],
+            [f"nothing to change: the rule is about GPUs and {case.no_gpu}"], [])
+
+
+def _open_questions(case: Case, findings: list[Finding]) -> list[str]:
+    """What else to check about the gap in decode tok/s, each with the evidence that would decide it:
+    findings whose fix is not a flag and that slow a part of serving seen in decode tok/s (a cap on
+    queued requests does not bear on one stream), and evidence this case lacks that a rule would read."""
+    from .result import PARTS
+
+    ev, out = case.ev, []
+    for f in findings:
+        bears = any(PARTS.get(part) == "decode tok/s" for part in f.affects)
+        applies = not (case.no_gpu and any(r.gpu_only for r in RULES if r.id == f.id))
+        if bears and applies and f.advice and not any(c.option for c in f.changes) \
+                and f.id != "differs-from-baseline":
+            out.append(f"{f.title} ({f.id}): {f.advice[0]}")
+    hw = ev.hardware
+    if case.tp > 1 and getattr(hw, "p2p", None) is None:
+        out.append("peer-to-peer access between the tensor-parallel GPUs was not read: `nvidia-smi topo -p2p r` on "
+                   "the box (or --topo FILE) decides whether sglang's custom all-reduce runs (without P2P it turns "
+                   "itself off at startup, and its log says so) or NCCL all-reduces over PCIe")
+    if case.tp > 1 and getattr(hw, "topology", None) is None:
+        out.append("the GPUs' links were not read: `nvidia-smi topo -m` shows whether the TP ranks cross the CPU "
+                   "(PHB/NODE/SYS)")
+    if ev.baseline is not None:
+        out.append(f"the baseline's sglang version: `sgl-kit upgrade-diff --from {ev.version or 'THIS'} --to "
+                   "BASELINE_VERSION -- <flags>` resolves this launch with both releases and lists every setting "
+                   "that differs, with the site that set it")
+    roof = case.roofline
+    if roof is not None and roof.disagree:
+        out.append("the roofline's inputs disagree: " + roof.disagree)
+    if case.speculative and case.accept_length[0] is None:
+        out.append("the accept length: the server log's `Decode batch` lines (`accept len`) or a benchmark "
+                   "(sgl-kit bench) tell it; the speculative rules and the roofline need it")
+    return out
+
+
+def _within_the_room(case: Case, findings: list[Finding]) -> None:
+    """Estimates of decode tok/s never sum above what the roofline and the measured rate leave: the
+    room is 1 - measured / ceiling. Estimates bounded by this launch's ceiling are scaled to fit it;
+    findings not estimated are told the room, the most that is left to find."""
+    roof = case.roofline
+    measured, where = case.measured_tok_s
+    if roof is None or not roof.ceiling_tok_s or not measured:
+        return
+    room = max(0.0, 1 - measured / roof.ceiling_tok_s)
+    told = (f"the room under the roofline is {room:.0%} (measured {measured:.1f} tok/s from {where}, against a "
+            f"ceiling of {roof.ceiling_tok_s:.1f})")
+    bounded = [f for f in findings if f.estimate.metric == "decode tok/s" and f.estimate.bounded
+               and f.estimate.share]
+    total = sum(f.estimate.share for f in bounded)
+    for f in bounded:
+        if total > room:
+            e = f.estimate
+            f.estimate = replace(e, share=e.share * room / total,
+                                 reason=e.reason + f"; scaled by {room / total:.2f} so the estimates fit {told}")
+    for f in findings:
+        if f.estimate.share is None and f.estimate.metric == "decode tok/s":
+            f.estimate = replace(f.estimate, reason=f.estimate.reason + f"; at most: {told}")
 
 
 def roofline_of(evidence: Evidence, context_tokens: int = 1024) -> Roofline:
@@ -96,10 +175,17 @@ def _roofline(case: Case, context_tokens: int):
     ev = case.ev
     profile = case.gpu_profile()
     gpu = profile if profile is not None else getattr(ev.hardware, "gpu_name", None)
-    accept, _ = case.accept_length
+    accept, accept_where = case.accept_length
     measured, _ = case.measured_tok_s
-    return roofline(ev.model_config, gpu, tp=case.tp, accept_length=accept if case.speculative and accept
-                    else 1.0, context_tokens=context_tokens, measured_tok_s=measured)
+    steps = int(case.value("speculative_num_steps") or 0) if case.speculative else 0
+    if case.speculative and not steps:
+        steps = 1  # speculative decoding on, its step count not known: at least one draft per round
+    if case.unknown("speculative_algorithm") and not case.speculative:
+        steps = None  # not known whether it runs: never "no speculative decoding"
+    tp = None if case.unknown("tp_size") and not case.value("tp_size") else case.tp
+    return roofline(ev.model_config, gpu, tp=tp, accept_length=accept if steps else 1.0,
+                    context_tokens=context_tokens, measured_tok_s=measured, speculative_steps=steps,
+                    accept_source=accept_where)
 
 
 def _fields_of(case: Case, changes: list[Change]) -> set[str]:
@@ -111,6 +197,3 @@ def _fields_of(case: Case, changes: list[Change]) -> set[str]:
             out.add(spec.field)
     return out
 
-
-def _name(line: str) -> str:
-    return line.split(" ", 1)[0].split("=", 1)[0].strip()

@@ -45,11 +45,17 @@ class Case:
     def has(self, name: str) -> bool:
         return self.value(name, _MISSING) is not _MISSING
 
+    def unknown(self, name: str) -> str | None:
+        """Why the evidence does not tell this field (a cut-off server_args line, a flag set to
+        `${VAR}`), or None. An unknown field is not at its default: it is not known."""
+        return self.ev.unknown.get(name.split(".")[0])
+
     def asked(self, name: str) -> bool | None:
         """Whether the launch command set the field; None when the command is not known."""
         if self.ev.explicit is None:
             return None
-        return name.split(".")[0] in self.ev.explicit
+        top = name.split(".")[0]
+        return top in self.ev.explicit or top in self.ev.asked_unknown
 
     @property
     def tp(self) -> int:
@@ -108,12 +114,25 @@ class Case:
 
     @property
     def probes(self):
-        """sglang's hardware probes answered as NVIDIA GPUs would, when the evidence shows them."""
+        """sglang's hardware probes answered as NVIDIA GPUs would, when the evidence shows them, with
+        what the server's host answers (``Evidence.probes``: kit.provenance.host_probes)."""
+        out = dict(self.ev.probes or {})
         gpus = getattr(self.ev.hardware, "gpus", None) or []
         if gpus and all("NVIDIA" in (g.name or "").upper() for g in gpus):
             from kit.provenance import CUDA_PROBES
 
-            return CUDA_PROBES
+            out = {**out, **CUDA_PROBES}
+        return out or None
+
+    @property
+    def no_gpu(self) -> str | None:
+        """Why this server has no GPU to run CUDA graphs or GPU attention kernels on, or None: its
+        device is ``cpu`` (sglang then keeps every tensor and kernel on the host)."""
+        device = self.value("device")
+        if isinstance(device, str) and device.lower() == "cpu":
+            gpus = getattr(self.ev.hardware, "gpus", None)
+            seen = "; no GPU visible on its host" if gpus == [] else ""
+            return f"device = 'cpu'{seen}"
         return None
 
     def fired(self, name: str) -> list:
@@ -134,6 +153,8 @@ class Case:
 
     def origin(self, name: str) -> str:
         """Why the field has its value, in a few words, with the site that set it."""
+        if self.unknown(name) and not self.has(name):
+            return f"not known: {self.unknown(name)}"
         if self.asked(name):
             return "the launch command sets it"
         fired = self.resolved_by(name)

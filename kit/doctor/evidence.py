@@ -4,6 +4,9 @@ An ``Evidence`` holds plain data plus the sglang source tree of the server's ver
 piece says where it came from (``sources``), and every piece that could not be read leaves
 a sentence in ``problems`` (what was tried, why it failed, what to do) while the rest is
 still gathered: a log without a ``server_args`` line does not stop the hardware checks.
+Launch text is read by kit.server_args.read_launch_text, one flag at a time; a whole issue body
+(``paste=``, or any file option holding several pieces) is split by kit.server_args.split_paste.
+Fields the evidence does not tell are in ``unknown`` (never filled with defaults).
 """
 
 from __future__ import annotations
@@ -11,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit._secrets import redact_env
 from kit.errors import KitError
-from kit.hardware import redact_env
 
 __all__ = ["Evidence", "from_files", "from_server"]
 
@@ -42,6 +44,17 @@ class Evidence:
     notices: list[str] = field(default_factory=list)  # what sglang said it changed, from its log
     problems: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
+    # Fields whose value the evidence does not tell (a cut-off server_args line, a flag whose value
+    # is `${PORT}`): field -> why. They are unknown, never the version's defaults.
+    unknown: dict[str, str] = field(default_factory=dict)
+    asked_unknown: list[str] = field(default_factory=list)  # fields the launch sets, to values it does not tell
+    messages: list = field(default_factory=list)  # kit.server_args.LogNotice: sglang's words with their line
+    launch: Any = None  # kit.server_args.LaunchText: the launch command, flag by flag, each with its origin
+    capacity: dict | None = None  # sglang's ready line: max_total_num_tokens, max_running_requests, context_len
+    prefill: list | None = None  # kit.server_args.PrefillStat of the log's Prefill batch lines
+    pastes: list = field(default_factory=list)  # (file, kit.server_args.Paste): what was found where
+    bench_serving: dict | None = None  # a pasted `bench_serving` result, key -> number
+    probes: dict | None = None  # kit.provenance.host_probes of the server's host (platform.machine, ...)
 
     def problem(self, what: str, err: Exception | str) -> None:
         text = getattr(err, "message", None) or str(err)
@@ -57,26 +70,30 @@ def from_files(
     nvidia_smi: str | None = None, topo: str | list[str] | None = None, model_config: str | None = None,
     sglang: str | None = None, package_dir: str | None = None, baseline: str | None = None,
     bench: str | None = None, gpu: str | None = None, environ: str | None = None,
-    progress: Callable[[str], None] | None = None, tree=None,
+    progress: Callable[[str], None] | None = None, tree=None, paste: str | list[str] | None = None,
 ) -> Evidence:
     """Evidence from files on this machine. The sglang source is ``package_dir``, or release
     ``sglang``, or the release the log names (downloaded once with ``pip download --no-deps``);
-    ``tree`` is a kit.source.SourceTree already at hand (a notebook reuses its parsed source)."""
-    from kit.server_args import decode_summary, from_server_info, parse_decode_stats, parse_log_all
+    ``tree`` is a kit.source.SourceTree already at hand (a notebook reuses its parsed source).
+    ``paste`` is a whole issue body, chat message or runbook dump (kit.server_args.split_paste);
+    any other file option holding several kinds of evidence is read the same way."""
+    from kit.server_args import from_server_info
 
     ev = Evidence("files")
     say = progress or (lambda text: None)
+    pastes = _pastes(ev, paste, {"--log": log, "--command": command, "--environ": environ,
+                                 "--nvidia-smi": nvidia_smi})
+    taken = {where for where, _ in pastes}
+    log = None if log in taken else log
+    command = None if command in taken else command
+    environ = None if environ in taken else environ
+    nvidia_smi = None if nvidia_smi in taken else nvidia_smi
+    cut = None
     log_text = _read(ev, "--log", log)
     if log_text is not None:
-        ev.sources["args"] = f"the server_args line of {log}"
-        try:
-            snap = parse_log_all(log_text)[-1]
-            ev.args = dict(snap.fields)
-            ev.version = snap.version
-        except KitError as err:
-            ev.problem(f"--log {log}", err)
-            ev.sources.pop("args")
-        _decode_from(ev, log_text, log, parse_decode_stats, decode_summary)
+        cut = _log_from(ev, log_text, log, "--log") or cut
+    for where, found in pastes:
+        cut = _paste_log(ev, where, found) or cut
     info_text = _read(ev, "--server-info", server_info)
     if info_text is not None:
         try:
@@ -101,6 +118,8 @@ def from_files(
             ev.sources["source"] = str(ev.tree.root)
         except KitError as err:
             ev.problem(f"sglang {ev.version or package_dir} source", err)
+    if cut is not None:
+        _cut_fields(ev, *cut)
     command_text = _read(ev, "--command", command)
     if command_text is not None:
         _command_from(ev, command_text, command)
@@ -108,6 +127,16 @@ def from_files(
     if env_text is not None:
         ev.environ = _environ(env_text)
         ev.sources["environ"] = environ
+        if not ev.environ:
+            found = _yaml_env(env_text)
+            if found:
+                ev.environ = found
+                ev.sources["environ"] = f"the env blocks of the YAML in {environ}"
+            else:
+                ev.problems.append(f"--environ {environ}: no {'/'.join(ENV_PREFIXES)} variable in it (KEY=VALUE "
+                                   "lines, /proc/PID/environ, or Kubernetes/compose env blocks)")
+    for where, found in pastes:
+        _paste_rest(ev, where, found)
     _hardware_from_files(ev, nvidia_smi, topo, gpu)
     _model_config(ev, model_config)
     _baseline(ev, baseline)
@@ -128,6 +157,41 @@ def _environ(text: str) -> dict[str, str]:
     return redact_env(out)
 
 
+def _yaml_env(text: str) -> dict[str, str]:
+    """The env of Kubernetes (``env: [{name, value}]``) or compose (``environment:``) YAML."""
+    from kit.server_args import read_launch_text
+
+    found = read_launch_text(text)
+    env = {k: v for launch in found.launches for k, v in launch.env.items()}
+    if not env:
+        import yaml
+
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError:
+            return {}
+        env = dict(_env_blocks(docs))
+    return _environ("\n".join(f"{k}={v}" for k, v in env.items()))
+
+
+def _env_blocks(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("env", "environment") and isinstance(value, list):
+                for item in value:
+                    if isinstance(item, dict) and "name" in item and "value" in item:
+                        yield str(item["name"]), str(item["value"])
+                    elif isinstance(item, str) and "=" in item:
+                        yield tuple(item.split("=", 1))
+            elif key == "environment" and isinstance(value, dict):
+                yield from ((str(k), "" if v is None else str(v)) for k, v in value.items())
+            else:
+                yield from _env_blocks(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _env_blocks(item)
+
+
 def _read(ev: Evidence, option: str, path: str | None) -> str | None:
     if path is None:
         return None
@@ -145,34 +209,218 @@ _NOTICE = re.compile(r"Automatically (?:turn off|set|reduce|disable)|Disabling |
 
 
 def _decode_from(ev: Evidence, text: str, where: str, parse, summary) -> None:
+    from kit.server_args import log_capacity, log_notices, parse_prefill_stats
+
     ev.notices += [line for line in text.splitlines() if _NOTICE.search(line)][:200]
+    found = log_notices(text)
+    for notice in found:
+        notice.source = where
+    ev.messages += found
+    ev.notices += [n.text for n in found if n.kind != "warning"]
+    ev.capacity = log_capacity(text) or ev.capacity
     stats = parse(text)
     if stats:
         ev.decode = summary(stats)
         ev.sources["decode"] = f"{ev.decode['lines']} Decode batch lines of {where}"
+    prefill = parse_prefill_stats(text)
+    if prefill:
+        ev.prefill = prefill
+        ev.sources["prefill"] = f"{len(prefill)} Prefill batch lines of {where}"
 
 
-def _command_from(ev: Evidence, text: str, where: str) -> None:
-    from kit.server_args import cli_defaults, flag_table, parse_command
+def _log_from(ev: Evidence, text: str, where: str, option: str):
+    """A log's server_args line, Decode/Prefill batch lines and sglang's notices. Returns
+    (snapshot, where) when the server_args line is cut off, for _cut_fields once the source is known."""
+    from kit.server_args import decode_summary, parse_decode_stats, parse_log_all
+
+    cut = None
+    try:
+        snap = parse_log_all(text)[-1]
+        ev.args.update(snap.fields)
+        ev.version = snap.version or ev.version
+        ev.sources["args"] = f"the server_args line of {where}" + (f" (line {snap.line})" if snap.line else "")
+        cut = (snap, where) if snap.truncated else None
+    except KitError as err:
+        if parse_decode_stats(text):
+            ev.problems.append(f"{option} {where}: no server_args line; its Decode batch lines are read alone "
+                               "(the server's arguments are unknown: give the log from the server's start, "
+                               "or its /server_info)")
+        else:
+            ev.problem(f"{option} {where}", err)
+    _decode_from(ev, text, where, parse_decode_stats, decode_summary)
+    return cut
+
+
+def _cut_fields(ev: Evidence, snap, where: str) -> None:
+    """A cut-off server_args line: the fields after the cut are unknown, never defaults."""
+    from kit.server_args import defaults, missing_fields
+
+    last = next(reversed(snap.fields), None)
+    names = None
+    if ev.tree is not None:
+        try:
+            names = list(defaults(ev.tree))
+        except KitError:
+            names = None
+    why = f"the server_args line of {where} is cut off after `{last}`"
+    if names is None:
+        ev.problems.append(f"{why}: the fields after it are unknown (add --sglang VERSION to name them)")
+        return
+    missing = missing_fields(snap, names)
+    for name in missing:
+        ev.unknown.setdefault(name, why)
+    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+    ev.problems.append(f"{why}: {len(missing)} fields are unknown, not defaults ({shown})")
+
+
+def _pastes(ev: Evidence, paste, options: dict) -> list:
+    """(file, Paste) for --paste files and for any evidence file that holds several kinds of evidence."""
+    from kit.server_args import split_paste
+
+    out = []
+    for path in [paste] if isinstance(paste, str) else (paste or []):
+        text = _read(ev, "--paste", path)
+        if text is not None:
+            out.append((path, split_paste(text)))
+    for option, path in options.items():
+        if not path or any(path == p for p, _ in out):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        found = split_paste(text)
+        if found.several():
+            ev.sources[f"paste {path}"] = f"{option} {path} holds several pieces; read as a paste"
+            out.append((path, found))
+    for path, found in out:
+        ev.pastes.append((path, found))
+        ev.sources[f"paste {path}"] = "; ".join(found.summary()[:20]) or "nothing recognised"
+        if not found.pieces:
+            ev.problems.append(f"--paste {path}: no evidence recognised in it (a server_args line, a launch "
+                               "command, Decode batch lines, nvidia-smi, topo, check_env, config.json, ...)")
+        for a, b, first in found.not_understood:
+            lines = f"line {a}" if a == b else f"lines {a}-{b}"
+            ev.problems.append(f"{path} {lines}: not understood ({first[:60]!r})")
+    return out
+
+
+def _paste_log(ev: Evidence, where: str, found):
+    """The log lines of a paste, and its check_env's sglang version (both needed before the source)."""
+    import re as _re
+
+    for piece in found.of("check_env"):
+        m = _re.search(r"^sglang:\s*(\S+)", piece.text, _re.M)
+        if m and not ev.version:
+            ev.version = m.group(1)
+            ev.sources["version"] = f"check_env in {where} {piece.where}"
+    if not any(p.kind in ("server_args", "decode", "prefill", "notice", "log") for p in found.pieces):
+        return None
+    return _log_from(ev, found.log_text(), where, "--paste")
+
+
+def _paste_rest(ev: Evidence, where: str, found) -> None:
+    """The other pieces of a paste: launch commands, environment, hardware, config.json, /server_info,
+    bench_serving results."""
+    from kit.server_args import from_server_info
+
+    for piece in found.of("launch"):
+        _command_from(ev, piece.text, where, first_line=piece.start)
+    env_pieces = found.of("environ")
+    if env_pieces:
+        ev.environ = {**(ev.environ or {}), **_environ("\n".join(p.text for p in env_pieces))}
+        ev.sources["environ"] = f"{where} " + ", ".join(p.where for p in env_pieces)
+    for kind in ("nvidia_smi", "nvidia_smi_csv", "topo", "p2p"):
+        for piece in found.of(kind):
+            _hardware_text(ev, kind, piece.text, f"{where} {piece.where}")
+    for piece in found.of("config_json"):
+        ev.model_config = json.loads(piece.text)
+        ev.sources["model_config"] = f"{where} {piece.where}"
+    for piece in found.of("server_info"):
+        try:
+            snap = from_server_info(piece.text.encode())
+            ev.args.update(snap.fields)
+            ev.sources["args"] = f"/server_info in {where} {piece.where}"
+        except KitError as err:
+            ev.problem(f"{where} {piece.where}", err)
+    for piece in found.of("bench_serving"):
+        ev.bench_serving = {k.strip(): float(v) for k, v in re.findall(r"^\s*([^:\n]+):\s*([\d.]+)\s*$",
+                                                                        piece.text, re.M)}
+        ev.sources["bench_serving"] = f"{where} {piece.where}"
+
+
+def _hardware_text(ev: Evidence, kind: str, text: str, where: str) -> None:
+    from kit.hardware import Hardware, parse_p2p, parse_query_csv, parse_smi, parse_topo
 
     try:
-        ev.command = shlex.split(text, comments=True)
-    except ValueError as err:
-        ev.problems.append(f"--command {where}: not a shell command line ({err})")
-        return
+        if kind == "nvidia_smi":
+            hw = parse_smi(text)
+            hw.host = where
+            ev.hardware = _merge_hw(ev.hardware, hw)
+            ev.sources["hardware"] = where
+        elif kind == "nvidia_smi_csv":
+            ev.hardware = _merge_hw(ev.hardware, Hardware(where, parse_query_csv(text)))
+            ev.sources["hardware"] = where
+        else:
+            ev.hardware = ev.hardware or Hardware(where)
+            if kind == "p2p":
+                ev.hardware.p2p = parse_p2p(text)
+            else:
+                ev.hardware.topology = parse_topo(text)
+            ev.sources["p2p" if kind == "p2p" else "topology"] = where
+    except KitError as err:
+        ev.problem(f"{kind} in {where}", err)
+
+
+def _merge_hw(old, new):
+    if old is not None:
+        new.topology = new.topology or getattr(old, "topology", None)
+        new.p2p = new.p2p or getattr(old, "p2p", None)
+    return new
+
+
+def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> None:
+    """A launch command read flag by flag (kit.server_args.read_launch_text): each unreadable value
+    is a problem naming the flag, the rest is kept; a flag set to an unreadable value is unknown."""
+    from kit.server_args import cli_defaults, flag_table, read_launch_text
+
     if ev.tree is None:
+        ev.launch = read_launch_text(text, where=where, first_line=first_line)
         ev.problems.append(f"--command {where}: reading a launch command needs sglang's flag table; add "
                            "--sglang VERSION or --package-dir DIR")
         return
     try:
-        ev.explicit = parse_command(ev.command, flag_table(ev.tree))
+        table = flag_table(ev.tree)
     except KitError as err:
         ev.problem(f"--command {where}", err)
         return
-    ev.sources["explicit"] = f"the launch command in {where}"
+    found = read_launch_text(text, table, where=where, first_line=first_line)
+    for problem in found.all_problems():
+        ev.problems.append(f"--command {where}: {problem}")
+    launch = found.primary
+    if launch is None:
+        return
+    if ev.launch is not None and ev.explicit:
+        ev.problems.append(f"--command {where}: a second launch; the first one read is kept")
+        return
+    ev.launch = found
+    ev.command = launch.command
+    ev.explicit = launch.explicit
+    if launch.env:
+        ev.environ = {**_environ("\n".join(f"{k}={v}" for k, v in launch.env.items())), **(ev.environ or {})}
+        ev.sources.setdefault("environ", f"the environment the launch in {where} sets")
+    ev.sources["explicit"] = f"the launch command in {where}" + (
+        f" ({len(found.launches)} launches; the one with most flags, at {launch.origin})"
+        if len(found.launches) > 1 else "")
+    unreadable = {name: f"{where}: the launch sets it to a value the text does not tell" for name in launch.unreadable}
+    ev.asked_unknown = list(launch.unreadable)
     if not ev.args:  # no log: what the command asks, over this version's defaults
         ev.args = {name: fd.value for name, fd in cli_defaults(ev.tree).items() if fd.known}
         ev.args.update(ev.explicit)
+        for name in unreadable:
+            ev.args.pop(name, None)
+        ev.unknown.update(unreadable)
         ev.sources["args"] = f"the flags of {where} over sglang {ev.tree.version}'s defaults (not resolved)"
 
 
@@ -203,8 +451,9 @@ def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None,
                 ev.sources["topology"] = path
         except KitError as err:
             ev.problem(f"--topo {path}", err)
-    if hw is None and gpu:
-        hw = _stand_in(gpu, ev.args.get("tp_size") or 1, f"--gpu {gpu}")
+    hw = _merge_hw(ev.hardware, hw) if hw is not None else ev.hardware  # a paste's pieces stay
+    if (hw is None or not getattr(hw, "gpus", None)) and gpu:
+        hw = _merge_hw(hw, _stand_in(gpu, ev.args.get("tp_size") or 1, f"--gpu {gpu}"))
     ev.hardware = hw
 
 
@@ -245,6 +494,7 @@ def _baseline(ev: Evidence, path: str | None) -> None:
     try:
         ev.baseline = read_launch(path, ev.tree, LaunchOptions(dryrun=False))
         ev.sources["baseline"] = f"{path} ({ev.baseline.method})"
+        ev.problems += [f"--baseline {path}: {p}" for p in getattr(ev.baseline, "problems", [])]
     except KitError as err:
         ev.problem(f"--baseline {path}", err)
 
@@ -262,8 +512,10 @@ def _bench(ev: Evidence, path: str | None) -> None:
         return
     totals = run.totals
     rate = run.summary().loc["decode_tok_s", "median"]
+    ttft = run.summary().loc["ttft_ms", "median"] if "ttft_ms" in run.summary().index else None
     ev.bench = {"tok_s": None if rate != rate else float(rate), "accept_length": totals.get("accept_length"),
-                "source": path}
+                "ttft_ms": None if ttft is None or ttft != ttft else float(ttft),
+                "concurrency": getattr(run.config, "concurrency", None), "source": path}
     ev.sources["bench"] = path
 
 
@@ -309,6 +561,9 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
         ev.notices += [line for line in head.splitlines() if _NOTICE.search(line)][:200]
         tail = server.log_tail(4000)
         _decode_from(ev, "\n".join(tail), f"the log {server.log_path}", parse_decode_stats, decode_summary)
+    from kit.provenance.host_probes import host_probes
+
+    ev.probes = host_probes(server) or None
     say("reading the GPUs (nvidia-smi)")
     try:
         ev.hardware = read_hardware(host, server)
@@ -333,4 +588,29 @@ def _lab_gpus(server, ev: Evidence):
     hw.note = (f"the lab stands in for {len(hw.gpus)}x {hw.gpus[0].name} (scenario {scenario.name}); "
                "no GPU is read")
     ev.sources["hardware"] = f"the lab's scenario {scenario.name} (a stand-in; this machine has no GPU)"
+    _lab_machine(server, scenario, hw, ev)
     return hw
+
+
+def _lab_machine(server, scenario, hw, ev: Evidence) -> None:
+    """What the lab's stand-in `nvidia-smi topo -m` and `topo -p2p` print, when its scenario says
+    (``machine``), after the machine fixes the lab server runs with; read like a real box's."""
+    from kit.errors import ParseError
+    from kit.hardware import parse_p2p, parse_topo
+    from kit.lab.throughput import MACHINE_ENV, machine_fixes
+
+    machine = scenario.params.get("machine") or {}
+    applied = (server.env or {}).get(MACHINE_ENV, "")
+    p2p = machine.get("p2p")
+    for fix in machine_fixes(scenario, applied):
+        p2p = fix.get("p2p", p2p)
+    where = f"the lab's scenario {scenario.name}" + (f", machine fix {applied}" if applied else "")
+    try:
+        if machine.get("topo"):
+            hw.topology = parse_topo(machine["topo"])
+            ev.sources["topology"] = f"{where} (stand-in nvidia-smi topo -m)"
+        if p2p:
+            hw.p2p = parse_p2p(p2p)
+            ev.sources["p2p"] = f"{where} (stand-in nvidia-smi topo -p2p)"
+    except ParseError as err:
+        ev.problem(f"the lab's machine ({scenario.path})", err)

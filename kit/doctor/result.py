@@ -1,9 +1,25 @@
 """What the doctor says: findings, each with evidence, sites, fix and what not to do; and the whole diagnosis.
 
-The JSON form (``Diagnosis.to_dict``) is an interface, documented in the README:
-``findings`` (each: ``id``, ``title``, ``impact``, ``impact_reason``, ``evidence``, ``sites``,
-``fix``, ``avoid``, ``versions``), ``hardware``, ``roofline`` (``ceiling_tok_s``,
-``assumptions``, ...), ``problems``, ``skipped``, ``sources``, ``fixed_command``.
+The JSON form (``Diagnosis.to_dict``) is an interface, documented in docs/guide.md (the doctor):
+``findings`` (each: ``id``, ``title``, ``affects``, ``impact``, ``impact_basis``, ``impact_metric``,
+``impact_inputs``, ``impact_reason``, ``evidence``, ``sites``, ``fix``, ``avoid``, ``versions``),
+``hardware``, ``roofline`` (``ceiling_tok_s``, ``assumptions``, ...), ``problems``, ``skipped``,
+``sources``, ``fixed_command``, ``open_questions``, ``ordering`` (how the findings are ordered, a
+sentence: by size only when something was estimated).
+
+Schema 2 (from 1): ``impact`` may be null ("not estimated"), and is the share of
+``impact_metric`` (decode tok/s, time to first token, throughput under load), no longer always
+of single-stream decode; ``impact_basis`` says how it was reached (measured, modelled, not
+estimated), ``impact_inputs`` from what (or what would let it estimate), ``affects`` which parts
+of serving the finding slows. Findings are ordered measured, then modelled, then not estimated,
+each by size. ``roofline.accept_length`` may be null (speculative decoding, not measured), and
+the roofline adds ``speculative_steps``, ``draft_bytes_per_step``, ``bytes_per_round``,
+``ceiling_without_draft_tok_s``, ``ceiling_by_accept``, ``accept_source`` and ``disagree``; the
+diagnosis adds ``open_questions`` (what else to check, and which evidence would decide it).
+``unanswered`` lists the questions no rule could ask because their evidence was missing (each with
+the evidence that would answer it); ``fixed_command_check`` (``status``: checked, refused, may be
+refused, unchecked; ``detail``) says whether the launch with every fix passes that version's parser
+and startup checks (the dry-run where its environment exists); a refused one is null in ``fixed_command``.
 """
 
 from __future__ import annotations
@@ -14,9 +30,63 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Change", "Diagnosis", "Finding", "SCHEMA_VERSION"]
+__all__ = ["BASES", "Change", "Diagnosis", "Finding", "Impact", "METRICS", "PARTS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# What a rule can slow, and the user-facing number each part shows up in.
+PARTS = {"decode step": "decode tok/s", "verify": "decode tok/s", "draft": "decode tok/s",
+         "prefill/extend": "time to first token", "all-reduce": "decode tok/s", "scheduling": "decode tok/s",
+         "queueing": "throughput under load"}
+METRICS = ("decode tok/s", "time to first token", "throughput under load")
+# How an estimate was reached, best first: findings are ordered by this, then by size.
+BASES = ("measured", "modelled", "not estimated")
+
+
+@dataclass(frozen=True)
+class Impact:
+    """How much a finding costs, and what that rests on.
+
+    ``share`` is the estimated share of ``metric`` lost (0..1), or None when ``basis`` is "not
+    estimated"; ``inputs`` are the pieces of evidence the estimate used (or, not estimated, what
+    would let it estimate); ``reason`` says how, in a sentence.
+    """
+
+    share: float | None
+    basis: str
+    reason: str
+    metric: str = "decode tok/s"
+    inputs: tuple[str, ...] = ()
+    bounded: bool = True  # False: the fix changes the ceiling itself (more speculative steps), so this
+    # launch's roofline does not bound it
+
+    def __post_init__(self) -> None:
+        if self.basis not in BASES:
+            raise ValueError(f"impact basis {self.basis!r} is not one of {BASES}")
+        if self.metric not in METRICS:
+            raise ValueError(f"impact metric {self.metric!r} is not one of {METRICS}")
+        if (self.share is None) != (self.basis == "not estimated"):
+            raise ValueError("an estimate has a share; 'not estimated' has none")
+
+    @property
+    def rank(self) -> tuple[int, int, float, int]:
+        """Estimated (measured or modelled) before not estimated; within each, decode tok/s (the
+        single-stream symptom) before time to first token and throughput under load; then the larger
+        first, and measured before modelled at the same size. A measured ~0% never outranks a modelled 8%."""
+        return (self.share is None, METRICS.index(self.metric), -round(self.share or 0.0, 3),
+                BASES.index(self.basis))
+
+    def to_dict(self) -> dict:
+        return {"impact": None if self.share is None else round(self.share, 3), "impact_basis": self.basis,
+                "impact_metric": self.metric, "impact_inputs": list(self.inputs), "impact_reason": self.reason}
+
+    def text(self) -> str:
+        if self.share is None:
+            return f"not estimated: {self.reason}"
+        inputs = f" (from {'; '.join(self.inputs)})" if self.inputs else ""
+        return f"~{self.share:.0%} of {self.metric}, {self.basis}{inputs}: {self.reason}"
+
+
 
 
 @dataclass(frozen=True)
@@ -48,23 +118,36 @@ class Change:
 class Finding:
     id: str
     title: str
-    impact: float  # estimated share of single-stream decode throughput lost, 0..1
-    impact_reason: str
+    estimate: Impact
     evidence: list[str] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)  # "path:line" in this version's source
     changes: list[Change] = field(default_factory=list)  # the fix as edits to the launch
     advice: list[str] = field(default_factory=list)  # fixes that are not a flag (BIOS, drivers)
     avoid: list[str] = field(default_factory=list)
     versions: str = ""
+    affects: tuple[str, ...] = ()
+
+    @property
+    def impact(self) -> float | None:
+        """The estimated share of ``impact_metric`` lost (0..1), or None: not estimated."""
+        return self.estimate.share
+
+    @property
+    def impact_reason(self) -> str:
+        return self.estimate.reason
+
+    @property
+    def impact_basis(self) -> str:
+        return self.estimate.basis
 
     @property
     def fix(self) -> list[str]:
         return [str(c) for c in self.changes] + list(self.advice)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "impact": round(self.impact, 3),
-                "impact_reason": self.impact_reason, "evidence": list(self.evidence), "sites": list(self.sites),
-                "fix": self.fix, "avoid": list(self.avoid), "versions": self.versions}
+        return {"id": self.id, "title": self.title, "affects": list(self.affects), **self.estimate.to_dict(),
+                "evidence": list(self.evidence), "sites": list(self.sites), "fix": self.fix,
+                "avoid": list(self.avoid), "versions": self.versions}
 
 
 @dataclass
@@ -79,9 +162,24 @@ class Diagnosis:
     checked: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
     command: list[str] | None = None
+    open_questions: list[str] = field(default_factory=list)  # what else to check, and what would decide it
+    unanswered: list[str] = field(default_factory=list)  # questions no rule could ask: the evidence was missing
+    fix_check: Any = None  # kit.doctor.fixcheck.FixCheck: whether the launch with every fix would start
 
     def __post_init__(self) -> None:
-        self.findings.sort(key=lambda f: -f.impact)
+        self.findings.sort(key=lambda f: f.estimate.rank)
+
+    @property
+    def ordering(self) -> str:
+        """How the findings are ordered, in a sentence: by estimated size only when something was
+        estimated; otherwise by the metric each affects (decode tok/s first), not by size."""
+        if not self.findings:
+            return ""
+        if all(f.estimate.share is None for f in self.findings):
+            return ("ordered by what each finding affects (decode tok/s, then time to first token, then "
+                    "throughput under load), not by size: none of them is estimated from this evidence")
+        return ("ordered estimated (measured or modelled) before not estimated; within each by the metric it "
+                "affects (decode tok/s first), then by estimated size")
 
     @property
     def fixed_command(self) -> str | None:
@@ -116,7 +214,12 @@ class Diagnosis:
             "checked": list(self.checked),
             "skipped": [{"id": i, "why": why} for i, why in self.skipped],
             "sources": dict(self.sources),
-            "fixed_command": self.fixed_command,
+            "fixed_command": None if self.fix_check is not None and self.fix_check.status == "refused"
+            else self.fixed_command,
+            "open_questions": list(self.open_questions),
+            "unanswered": list(self.unanswered),
+            "fixed_command_check": self.fix_check.to_dict() if self.fix_check is not None else None,
+            "ordering": self.ordering,
         }
 
     # ---- text
@@ -124,11 +227,15 @@ class Diagnosis:
     def to_text(self, width: int = 100) -> str:
         out = [f"sgl-kit doctor: {self.target}, sglang {self.version or '(version unknown)'}: "
                f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''} from {len(self.checked)} rules"]
+        if self.problems:  # first: what could not be read bounds everything below it
+            out += ["", "could not read everything:"] + [_wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
+        if self.ordering:
+            out.append(_wrap(f"({self.ordering})", width, "", " "))
         for n, f in enumerate(self.findings, 1):
             out.append("")
             out.append(_wrap(f"{n}. [{f.id}] {f.title}", width, "", "   "))
-            out.append(_wrap(f"impact: ~{f.impact:.0%} of single-stream decode; {f.impact_reason}", width,
-                             "   ", "     "))
+            out.append(_wrap(f"affects: {', '.join(f.affects)}", width, "   ", "     "))
+            out.append(_wrap(f"impact: {f.estimate.text()}", width, "   ", "     "))
             for line in f.evidence:
                 out.append(_wrap(f"- {line}", width, "   ", "     "))
             if f.sites:
@@ -137,15 +244,27 @@ class Diagnosis:
                 out.append(_wrap(f"fix: {line}", width, "   ", "     "))
             for line in f.avoid:
                 out.append(_wrap(f"do not: {line}", width, "   ", "     "))
-        if not self.findings:
+        if not self.findings and not self.unanswered:
             out.append("\nno rule found throughput left on the table.")
-        if self.fixed_command:
+        elif not self.findings:
+            out.append("\nno finding from the evidence given; the rules could not ask these questions:")
+        if self.unanswered:
+            out += ([""] if self.findings else []) + (["questions left open (the evidence that would answer each):"]
+                                                      if self.findings else [])
+            out += [_wrap(f"- {q}", width, "  ", "    ") for q in self.unanswered]
+        check = self.fix_check
+        if self.fixed_command and check is not None and check.status in ("refused", "may be refused"):
+            out += ["", _wrap(f"the launch with every fix is not offered: {check.detail}; apply the fixes one at "
+                              "a time", width, "", "  ")]
+        elif self.fixed_command:
             out += ["", "the launch with every fix:", _wrap(self.fixed_command, width, "  ", "    ")]
+            if check is not None:
+                out.append(_wrap(f"({check.status}: {check.detail})", width, "  ", "    "))
         out += ["", "hardware: " + _hardware_line(self.hardware)]
         if self.roofline is not None:
             out.append(_indent(self.roofline.to_text(), "  ") if hasattr(self.roofline, "to_text") else "")
-        if self.problems:
-            out += ["", "could not read everything:"] + [_wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
+        if self.open_questions:
+            out += ["", "what else to check:"] + [_wrap(f"- {q}", width, "  ", "    ") for q in self.open_questions]
         if self.skipped:
             out += ["", "rules not checked:"] + [_wrap(f"- {i}: {why}", width, "  ", "    ")
                                                    for i, why in self.skipped]
@@ -153,27 +272,34 @@ class Diagnosis:
 
     def __repr__(self) -> str:
         top = ", ".join(f.id for f in self.findings[:3])
-        return f"<Diagnosis {self.target} sglang {self.version}: {len(self.findings)} findings [{top}]>"
+        n = len(self.findings)
+        return f"<Diagnosis {self.target} sglang {self.version}: {n} finding{'s' if n != 1 else ''} [{top}]>"
 
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><td>{n}</td><td><b>{html.escape(f.title)}</b><br><code>{html.escape(f.id)}</code></td>"
-            f"<td>~{f.impact:.0%}<br><small>{html.escape(f.impact_reason)}</small></td>"
+            f"<td>{_impact_cell(f)}<br><small>{html.escape(', '.join(f.affects))}</small></td>"
             f"<td><ul>{''.join(f'<li>{html.escape(e)}</li>' for e in f.evidence)}</ul>"
             f"{'<small>' + html.escape(', '.join(f.sites)) + '</small>' if f.sites else ''}</td>"
             f"<td>{'<br>'.join(f'<code>{html.escape(x)}</code>' for x in f.fix)}"
             f"{''.join(f'<br><i>do not:</i> {html.escape(a)}' for a in f.avoid)}</td></tr>"
             for n, f in enumerate(self.findings, 1))
         head = (f"<p><b>sgl-kit doctor</b>: {html.escape(self.target)}, sglang "
-                f"{html.escape(self.version or '?')}: {len(self.findings)} findings</p>")
+                f"{html.escape(self.version or '?')}: {len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}</p>")
         table = ("<table><tr><th>#</th><th>finding</th><th>impact</th><th>evidence</th><th>fix</th></tr>"
                  f"{rows}</table>")
         roof = f"<pre>{html.escape(self.roofline.to_text())}</pre>" if self.roofline is not None else ""
         fixed = f"<p>the launch with every fix:</p><pre>{html.escape(self.fixed_command)}</pre>" \
             if self.fixed_command else ""
         problems = "".join(f"<li>{html.escape(p)}</li>" for p in self.problems)
-        return head + table + fixed + roof + (f"<p>could not read everything:</p><ul>{problems}</ul>"
-                                              if problems else "")
+        return head + (f"<p>could not read everything:</p><ul>{problems}</ul>" if problems else "") \
+            + table + fixed + roof
+
+
+def _impact_cell(f: Finding) -> str:
+    e = f.estimate
+    head = "not estimated" if e.share is None else f"~{e.share:.0%} of {e.metric} ({e.basis})"
+    return f"{html.escape(head)}<br><small>{html.escape(e.reason)}</small>"
 
 
 def _apply(argv: list[str], change: Change) -> list[str]:

@@ -20,9 +20,19 @@ compute, kernel-launch gaps, the all-reduce between GPUs, sampling and the sched
 so a healthy server lands somewhat below the ceiling and a server far below it is leaving speed on
 the table. Norms, biases and rotary tables are ignored; the KV cache is assumed in the model's
 dtype; sliding-window layers are counted as full attention; mamba layers are not counted yet (the
-config is refused with a message). Draft-model reads of speculative decoding are left out (the
-ceiling stays an upper bound), but their size is stated. Every number and assumption is listed in
-``Roofline.assumptions``.
+config is refused with a message).
+
+Speculative decoding runs in rounds: ``steps`` draft forwards, then one verify forward of the target
+that reads its weights once for all the verified tokens. So a round reads the verify's bytes plus
+``steps`` x one draft step's (the draft layers and the lm_head they share; from the draft model's own
+config when given, else from the target's MTP fields), and yields the accept length in tokens::
+
+    tokens/s  <=  accept length  x  aggregate bandwidth  /  (verify bytes + steps x draft bytes)
+
+The accept length comes only from evidence (``Decode batch`` lines, a benchmark); without it the
+ceiling is given per accept length, and the headline ceiling is unknown. A measured rate above ~95%
+of the ceiling is not "fine": it means an input is wrong, and the roofline says which one it suspects.
+Every number and assumption is listed in ``Roofline.assumptions``.
 """
 
 from __future__ import annotations
@@ -60,6 +70,8 @@ class ModelSize:
     kv_bytes_per_token: float
     state_bytes_per_step: float
     draft_params: int = 0
+    draft_step_bytes: float = 0.0  # one MTP draft step: its layer(s), the lm_head, its KV per context token excluded
+    draft_kv_bytes_per_token: float = 0.0
     assumptions: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -297,13 +309,15 @@ def model_size(config: Any, *, safetensors_index: Any = None) -> ModelSize:
         notes.append(f"linear-attention state: {lin_layers} layers x {get('linear_num_value_heads')} value heads x "
                      f"{get('linear_key_head_dim')} x {get('linear_value_head_dim')} in {ssm_name} ({ssm} bytes) = "
                      f"{_gb(state)} plus {_gb(conv)} of conv state, read and written each step: {_gb(state_bytes)}")
+    draft_step = draft_kv = 0.0
     if n_draft:
         draft_step = draft_read * bpp + embed * unquantized
+        draft_kv = kv_elems * unquantized
         notes.append(f"MTP: {n_draft} draft layer(s) in the config ({_e9(draft_params)} parameters, not in the total). "
-                     f"One draft step would read {_gb(draft_step)} more ({_e9(draft_read)} parameters of the MTP layer "
-                     f"+ the lm_head); not added to bytes per step, so the ceiling stays an upper bound")
+                     f"One draft step reads {_gb(draft_step)} ({_e9(draft_read)} parameters of the MTP layer "
+                     f"+ the lm_head) plus one layer's KV ({kv_elems * unquantized:,.0f} bytes per context token)")
     return ModelSize(architecture, kind, int(params_total), int(params_per_step), bpp, weight_bytes, kv_bytes,
-                     state_bytes, int(draft_params), notes)
+                     state_bytes, int(draft_params), draft_step, draft_kv, notes)
 
 
 @dataclass
@@ -311,17 +325,24 @@ class Roofline:
     """The single-stream decode ceiling and everything it rests on."""
 
     ceiling_tok_s: float | None
-    accept_length: float
-    bytes_per_step: float | None
+    accept_length: float | None  # None: speculative decoding with no measured accept length
+    bytes_per_step: float | None  # one verify (or plain decode) forward
     bandwidth_gbs: float | None
     gpu: str | None
-    tp: int
+    tp: int | None  # None: the evidence does not tell it
     context_tokens: int
     measured_tok_s: float | None = None
     percent_of_ceiling: float | None = None
     assumptions: list[str] = field(default_factory=list)
     note: str = ""
     size: ModelSize | None = None
+    speculative_steps: int | None = 0  # None: whether it runs is not known
+    draft_bytes_per_step: float | None = None  # one draft step (None: not known)
+    bytes_per_round: float | None = None  # verify + steps x draft
+    ceiling_without_draft_tok_s: float | None = None  # the same, with the draft reads left out
+    ceiling_by_accept: dict[str, float] = field(default_factory=dict)  # accept length -> ceiling
+    accept_source: str = ""
+    disagree: str = ""  # the measured rate is too close to (or above) the ceiling: which input is suspect
 
     def __repr__(self) -> str:
         if self.ceiling_tok_s is None:
@@ -333,8 +354,18 @@ class Roofline:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def _accept_text(self) -> str:
+        if self.speculative_steps is None:
+            return "speculative decoding unknown"
+        if not self.speculative_steps:
+            return "accept 1 (no speculative decoding)"
+        if self.accept_length is None:
+            return f"{self.speculative_steps} speculative step(s), accept length unknown"
+        return f"{self.speculative_steps} speculative step(s), accept {self.accept_length:g}"
+
     def to_text(self) -> str:
-        where = f"{self.tp}x {self.gpu or 'unknown GPU'}, tp={self.tp}, accept {self.accept_length:g}, " \
+        tp = self.tp if self.tp else "?"
+        where = f"{tp}x {self.gpu or 'unknown GPU'}, tp={tp}, {self._accept_text()}, " \
                 f"context {self.context_tokens}"
         if self.ceiling_tok_s is None:
             lines = [f"decode roofline  unknown ({where})", f"  {self.note}"]
@@ -342,11 +373,27 @@ class Roofline:
             lines = [f"decode roofline  {self.ceiling_tok_s:.1f} tok/s for one stream ({where})"]
         if self.bytes_per_step is not None and self.size is not None:
             s = self.size
-            lines.append(f"  bytes per step {_gb(self.bytes_per_step)} = weights {_gb(s.weight_bytes_per_step)} + KV "
-                         f"{_gb(s.kv_bytes_per_token * self.context_tokens)} + state {_gb(s.state_bytes_per_step)}"
+            lines.append(f"  bytes per {'verify' if self.speculative_steps else 'step'} {_gb(self.bytes_per_step)} = "
+                         f"weights {_gb(s.weight_bytes_per_step)} + KV {_gb(s.kv_bytes_per_token * self.context_tokens)}"
+                         f" + state {_gb(s.state_bytes_per_step)}"
                          + (f"; bandwidth {self.bandwidth_gbs:g} GB/s" if self.bandwidth_gbs else ""))
+        if self.speculative_steps and self.bytes_per_round is not None:
+            lines.append(f"  bytes per round {_gb(self.bytes_per_round)} = verify + {self.speculative_steps} x draft "
+                         f"{_gb(self.draft_bytes_per_step or 0)}")
+        elif self.speculative_steps and self.bytes_per_step is not None:
+            lines.append("  draft reads unknown (no MTP fields in the config and no draft model config): the round "
+                         "counts the verify only, so the ceiling is an upper bound")
+        if self.ceiling_without_draft_tok_s and self.bytes_per_round is not None:
+            lines.append(f"  without the draft reads: {self.ceiling_without_draft_tok_s:.1f} tok/s")
+        if self.speculative_steps and self.accept_length is None and self.ceiling_by_accept:
+            lines.append("  ceiling per accept length: " + ", ".join(
+                f"{a}: {c:.1f}" for a, c in self.ceiling_by_accept.items())
+                + " tok/s; the Decode batch lines' `accept len` or a benchmark (sgl-kit bench) would tell which")
         if self.percent_of_ceiling is not None:
-            lines.append(f"  measured {self.measured_tok_s:g} tok/s = {self.percent_of_ceiling:.0f}% of the ceiling")
+            lines.append(f"  measured {self.measured_tok_s:g} tok/s = {self.percent_of_ceiling:.0f}% of the ceiling"
+                         + (": the inputs disagree" if self.disagree else ""))
+        if self.disagree:
+            lines.append(f"  {self.disagree}")
         return "\n".join(lines + [f"  - {a}" for a in self.assumptions])
 
     def _repr_html_(self) -> str:
@@ -357,19 +404,35 @@ class Roofline:
                f"</ul></details></div>"
 
 
-def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int = 1, accept_length: float = 1.0,
+# Above this share of the ceiling a measured rate means an input is wrong, not a fast server.
+TOO_CLOSE = 0.95
+
+
+def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int | None = 1,
+             accept_length: float | None = 1.0,
              context_tokens: int = 1024, measured_tok_s: float | None = None,
-             safetensors_index: Any = None) -> Roofline:
+             safetensors_index: Any = None, speculative_steps: int = 0, draft_config: Any = None,
+             accept_source: str = "") -> Roofline:
     """The decode ceiling of one stream of ``config`` on ``tp`` GPUs of type ``gpu``.
 
+    With ``speculative_steps`` > 0 a round reads the verify plus that many draft steps (the draft
+    model's ``draft_config``, else the target's MTP fields), and ``accept_length`` is the measured
+    tokens per round (None: not measured; the ceiling is then given per accept length only).
     Never raises for an unknown GPU or a config without sizes: the ceiling is then None and
     ``note`` says why. Raises KitError for a tp, accept length or context that makes no sense.
     """
-    if not isinstance(tp, int) or tp < 1:
+    if tp is not None and (not isinstance(tp, int) or tp < 1):
         raise KitError(f"tp must be a positive integer, not {tp!r}", hint="pass the server's --tp-size")
-    if not accept_length or accept_length <= 0:
+    spec_unknown = speculative_steps is None  # the evidence does not tell whether it runs
+    steps = int(speculative_steps or 0)
+    if steps < 0:
+        raise KitError(f"speculative_steps must be zero or more, not {speculative_steps!r}",
+                       hint="the server's --speculative-num-steps (0 without speculative decoding)")
+    if accept_length is None and not steps:
+        accept_length = 1.0
+    if accept_length is not None and accept_length <= 0:
         raise KitError(f"accept_length must be positive, not {accept_length!r}",
-                       hint="1.0 without speculative decoding; else the server's accept length")
+                       hint="1.0 without speculative decoding; else the server's measured accept length, or None")
     if context_tokens < 0:
         raise KitError(f"context_tokens must be zero or more, not {context_tokens!r}",
                        hint="the tokens already in the context while decoding")
@@ -382,33 +445,98 @@ def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int = 1, a
         except ModelConfigError as err:
             notes.append(err.message + (f" ({err.hint})" if err.hint else ""))
     if gpu is None:
-        notes.append("no GPU given, so no bandwidth: give the GPU (--gpu on the command line, gpu= in Python: a key such as 'a6000', or the name nvidia-smi prints)")
+        notes.append("no GPU given, so no bandwidth: give the GPU (--gpu on the command line, gpu= in Python: a key "
+                     "such as 'a6000', or the name nvidia-smi prints)")
     else:
         try:
             profile = gpu_profile(gpu)
         except UnknownGPU:
             notes.append(f"bandwidth unknown for GPU {str(gpu)!r}: it has no profile; add it to kit/data/gpus.yaml "
                          "with its datasheet bandwidth_gbs")
-    bandwidth = tp * profile.bandwidth_gbs if profile else None
+    if spec_unknown:
+        accept_length = None
+        notes.append("whether speculative decoding runs is not known (the evidence does not tell "
+                     "speculative_algorithm), so neither are the tokens per step: give the whole server_args line")
+    if tp is None:  # never 1 by default: a cut-off log or `--tp ${TP}` leaves it unknown
+        notes.append("the tensor parallel size is not known (the evidence does not tell tp_size), so the "
+                     "aggregate bandwidth is not either: give the log's whole server_args line or --tp-size")
+    bandwidth = tp * profile.bandwidth_gbs if profile and tp else None
     kv_read = size.kv_bytes_per_token * context_tokens if size else 0.0
     per_step = size.weight_bytes_per_step + kv_read + size.state_bytes_per_step if size else None
-    ceiling = accept_length * bandwidth * 1e9 / per_step if bandwidth and per_step else None
+    lines, draft, draft_how = [], None, ""
+    if steps and size is not None:
+        draft, draft_how = _draft_step(size, draft_config, context_tokens)
+    per_round = per_step + steps * draft if per_step is not None and draft is not None and steps else None
+    read = per_round or per_step
+    by_accept = {}
+    if steps and bandwidth and read:
+        by_accept = {f"{a:g}": a * bandwidth * 1e9 / read for a in (1 + 0.5 * i for i in range(2 * steps + 1))}
+    ceiling = accept_length * bandwidth * 1e9 / read if bandwidth and read and accept_length else None
+    without = accept_length * bandwidth * 1e9 / per_step if per_round and bandwidth and accept_length else None
     percent = measured_tok_s / ceiling * 100 if ceiling and measured_tok_s is not None else None
-    lines = []
+    if steps and accept_length is None:
+        notes.append(f"speculative decoding runs {steps} step(s) per round and no accept length was measured: the "
+                     "ceiling depends on it (see the ceiling per accept length); the log's `Decode batch` lines "
+                     "(`accept len`) or a benchmark (sgl-kit bench, then --bench FILE) would tell")
     if bandwidth:
         lines.append(f"bandwidth: {tp} x {profile.bandwidth_gbs:g} GB/s ({profile.name} datasheet peak) = "
                      f"{bandwidth:g} GB/s; real kernels reach roughly 80-90% of peak, so the ceiling is optimistic")
     if size:
         share = f"; each of the {tp} GPUs reads 1/{tp}" if tp > 1 else ""
         average = size.weight_bytes_per_step / size.params_per_step
-        lines.append(f"bytes per step: weights {_gb(size.weight_bytes_per_step)} ({_e9(size.params_per_step)} parameters, "
-                     f"{average:.4g} bytes each on average{share}) + KV {_gb(kv_read)} ({size.kv_bytes_per_token:,.0f} "
-                     f"bytes per token x {context_tokens} context tokens) + state {_gb(size.state_bytes_per_step)} = "
-                     f"{_gb(per_step)}")
-    lines.append(f"accepted tokens per step: {accept_length:g}" + (" (no speculative decoding)" if accept_length == 1
-                 else " (speculative decoding: every step still reads the weights once)"))
+        lines.append(f"bytes per {'verify' if steps else 'step'}: weights {_gb(size.weight_bytes_per_step)} "
+                     f"({_e9(size.params_per_step)} parameters, {average:.4g} bytes each on average{share}) + KV "
+                     f"{_gb(kv_read)} ({size.kv_bytes_per_token:,.0f} bytes per token x {context_tokens} context "
+                     f"tokens) + state {_gb(size.state_bytes_per_step)} = {_gb(per_step)}")
+    if steps:
+        lines.append(f"speculative decoding: {steps} draft step(s) per round, then one verify that reads the target's "
+                     "weights once for every verified token; " + (
+                         f"one draft step reads {_gb(draft)} ({draft_how}); a round reads {_gb(per_round)}"
+                         if draft is not None else f"the draft step's reads are unknown ({draft_how or 'no config'}): "
+                         "the round counts the verify only"))
+        lines.append(f"accepted tokens per round: {accept_length:g} ({accept_source or 'given'})"
+                     if accept_length is not None else
+                     "accepted tokens per round: unknown (the Decode batch lines' accept len, or a benchmark, "
+                     "would tell)")
+    elif spec_unknown:
+        lines.append("accepted tokens per step: unknown (whether speculative decoding runs is not known)")
+    else:
+        lines.append("accepted tokens per step: 1 (no speculative decoding)" if accept_length == 1 else
+                     f"accepted tokens per step: {accept_length:g}")
     lines.append("one stream at batch 1, memory-bound: compute, kernel-launch gaps, the all-reduce between GPUs, "
                  "sampling and scheduling are not counted")
-    return Roofline(ceiling, float(accept_length), per_step, bandwidth, profile.name if profile else
-                    (str(gpu) if gpu is not None else None), tp, context_tokens, measured_tok_s, percent,
-                    lines + (size.assumptions if size else []), "; ".join(notes), size)
+    disagree = ""
+    if percent is not None and percent >= TOO_CLOSE * 100:
+        disagree = _suspect(percent, accept_length, accept_source, steps, profile, gpu, tp)
+    return Roofline(ceiling, None if accept_length is None else float(accept_length), per_step, bandwidth,
+                    profile.name if profile else (str(gpu) if gpu is not None else None), tp, context_tokens,
+                    measured_tok_s, percent, lines + (size.assumptions if size else []), "; ".join(notes), size,
+                    None if spec_unknown else steps, draft, per_round, without, by_accept, accept_source, disagree)
+
+
+def _draft_step(size: ModelSize, draft_config: Any, context: int) -> tuple[float | None, str]:
+    """Bytes of one draft forward: the draft model's own config, else the target's MTP layers."""
+    if draft_config is not None:
+        try:
+            d = model_size(draft_config)
+        except ModelConfigError as err:
+            return None, f"the draft model's config: {err.message}"
+        return d.weight_bytes_per_step + d.kv_bytes_per_token * context + d.state_bytes_per_step, \
+            f"the draft model's config: {d.architecture or 'its'} {_e9(d.params_per_step)} parameters"
+    if size.draft_step_bytes:
+        return size.draft_step_bytes + size.draft_kv_bytes_per_token * context, \
+            "the target's MTP layer and the lm_head, from its config"
+    return None, "no MTP fields in the target's config and no draft model config given"
+
+
+def _suspect(percent: float, accept: float | None, accept_source: str, steps: int, profile, gpu, tp: int) -> str:
+    """Which input a rate at or above ~95% of the ceiling puts in doubt, most likely first."""
+    suspects = []
+    if steps and accept is not None:
+        suspects.append(f"the accept length {accept:g} ({accept_source or 'given, not measured'}): a longer real "
+                        "accept length raises the ceiling")
+    suspects.append(f"the GPU ({profile.name if profile else gpu}: its bandwidth is the datasheet's, {tp} of them)")
+    suspects.append("the model config (dtype, quantization): fewer bytes per step raise the ceiling")
+    suspects.append("the measured rate (its requests, whether it is one stream)")
+    return (f"a memory-bound decode cannot reach {percent:.0f}% of its ceiling (real kernels reach ~80-90% of "
+            "peak bandwidth): an input is wrong. Suspect, in order: " + "; ".join(suspects))

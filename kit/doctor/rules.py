@@ -1,16 +1,19 @@
 """The rules about CUDA graphs, speculative decoding, the scheduler and caches (kit.doctor.rulebase
 says what a rule is; kit.doctor.rules_hw holds those about the machine, the release and the baseline).
 
-Impact estimates are rough by design: they order the findings, and each says what it
-rests on. Where the evidence allows (an accept length, the model's size) they use it.
+Each rule says what it affects (``affects``: parts of serving) and estimates how much from
+this case's evidence: the roofline's byte split, the ``Decode batch`` lines, a benchmark. Where
+there is no defensible number it says "not estimated", and what would let it estimate.
 """
 
 from __future__ import annotations
 
+from kit.errors import KitError
+
 from .case import Case
 from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
-from .rulebase import Fix, Rule, rule
+from .rulebase import Fix, Impact, Rule, not_estimated, rule
 from .rulebase import resolution_sites as _resolution_sites
 from .rulebase import where as _where
 
@@ -61,15 +64,48 @@ def _prefill_off(case: Case) -> list[str] | None:
     if exp is not None and not any(s.fired for s in chain):
         out.append(f"no rule of sglang {case.ev.version}'s chain was found to fire: "
                    f"`sgl-kit why {name}` shows every site")
+        if case.ev.model_config is None:
+            blind = [s.rule for s in chain if s.status == "unknown" and _reads_config(s)]
+            if blind:
+                out.append(f"without the model's config.json these rules stay unknown: {'; '.join(blind)}; pass "
+                           "--model-config FILE (the config.json beside the weights of the logged model_path, or the "
+                           "one on the model's public page)")
     return out
 
 
-def _prefill_impact(case: Case) -> tuple[float, str]:
-    if case.speculative:
-        return 0.22, ("with speculative decoding every verify step is an extend batch, which the prefill "
-                      "(piecewise) graph captures; without it each step pays per-kernel launch overhead "
-                      "(the incident: ~53 -> ~69 tok/s once enforced)")
-    return 0.03, "without speculative decoding only prefill runs without graphs: time to first token, not decode"
+def _own_branch(site, field: str) -> bool:
+    """The escape's own branch (``if self.enforce_...:``), not one of the rules it skips."""
+    return any(g.kind == "if" and not g.negated and field in g.text for g in site.guards)
+
+
+def _reads_config(site) -> bool:
+    """A site whose guards read the model's config (is_multimodal, hf_config, get_model_config ...)."""
+    text = " ".join([g.text for g in site.guards] + [site.rule or ""] + list(site.evidence or []))
+    return any(k in text for k in ("model_config", "hf_config", "is_multimodal", "architectures", "config.json"))
+
+
+def _prefill_impact(case: Case) -> Impact:
+    """The prefill (piecewise) graph runs extend and prefill batches; which modes it refuses, and
+    where verify runs, are read from this version's graph runners (kit.doctor.mechanism)."""
+    from .mechanism import graph_coverage
+
+    coverage = graph_coverage(case.ev.tree)
+    ttft = (case.ev.bench or {}).get("ttft_ms")
+    would = [f"time to first token with {case.option('enforce_piecewise_cuda_graph') or 'the graph on'} "
+             "against this launch (sgl-kit bench on both, or notebook 04)"]
+    measured = f"; the measured time to first token is {ttft:.0f} ms ({case.ev.bench['source']}), the most it " \
+               "could lower" if ttft else ""
+    if coverage is not None and coverage.verify_outside_piecewise and case.speculative:
+        return not_estimated(f"it speeds up extend and prefill batches (time to first token, chunked prefill, mixed "
+                             f"batches under load), not single-stream decode: in sglang {case.ev.version} "
+                             f"{coverage.sentence()}{measured}", "time to first token", *would)
+    if coverage is not None and coverage.decode_modes and not case.speculative:
+        return not_estimated(f"decode runs in the decode graph ({', '.join(coverage.decode_modes)}, "
+                             f"{coverage.decode_modes_site}); the prefill graph covers extend and prefill batches "
+                             f"only{measured}", "time to first token", *would)
+    return not_estimated("it covers extend and prefill batches; which forward modes it covers in this version was "
+                         f"not read ({'; '.join(coverage.notes) if coverage else 'no sglang source'}){measured}",
+                         "time to first token", *would)
 
 
 def _prefill_fix(case: Case) -> Fix:
@@ -82,6 +118,16 @@ def _prefill_fix(case: Case) -> Fix:
         return [Change(case.option(switch) or "--" + switch.replace("_", "-"), remove=True)], [], []
     exp = case.explain(name)
     found = escapes(case.ev.tree, exp) if exp is not None else []
+    chain = [s for s in exp.sites if s.rule] if exp is not None else []
+    if not found and chain and not any(s.fired for s in chain):
+        # No rule was found to fire (a guard the evidence cannot decide): an early return before every
+        # rule of the chain is the escape whichever of them fired.
+        found = [e for e in escapes(case.ev.tree, exp, sites=chain)
+                 if all(any(g.kind == "early return" and e.field in g.text for g in s.guards)
+                        for s in chain if not _own_branch(s, e.field))]
+        if found:
+            advice.append(f"{found[0].option} returns early ({found[0].where}) before every rule of the chain, so it "
+                          "holds whichever rule fired")
     if found:
         changes.append(Change(found[0].option))
     elif name == "cuda_graph_config.prefill.backend" and case.option("cuda_graph_backend_prefill"):
@@ -102,7 +148,9 @@ rule(Rule(
     "prefill-cuda-graph-off", "The prefill (piecewise) CUDA graph is off",
     ">=0.5.10", ("args", "command", "model_config", "source"),
     when=_prefill_off, impact=_prefill_impact, fix=_prefill_fix,
-    sites=lambda case: _where(s for s in case.fired(_prefill_field(case) or "") if s.rule)))
+    sites=lambda case: _where(s for s in case.fired(_prefill_field(case) or "") if s.rule),
+    affects=("prefill/extend",), covers=lambda case: {_prefill_field(case) or "disable_piecewise_cuda_graph"},
+    gpu_only=True))
 
 
 def _decode_field(case: Case) -> str | None:
@@ -131,32 +179,58 @@ def _decode_fix(case: Case) -> Fix:
     return [], [f"sglang set it{why}; change what that rule tests"], []
 
 
+def _decode_impact(case: Case) -> Impact:
+    graphs = (case.ev.decode or {}).get("cuda_graph")
+    seen = f"; the Decode batch lines confirm `cuda graph: {graphs}`" if graphs is not None else ""
+    return not_estimated("every decode (and verify) step then launches each kernel from Python; the cost is the "
+                         "launch gaps, which the roofline does not count and no input here measures" + seen,
+                         "decode tok/s", "a benchmark with the decode graph on and off (sgl-kit bench)",
+                         "the Decode batch lines' gen throughput at batch 1 before and after")
+
+
 rule(Rule(
     "decode-cuda-graph-off", "Decode runs without CUDA graphs", _ALL, ("args", "command", "source"),
-    when=_decode_off,
-    impact=lambda case: (0.3, "at batch 1 kernel-launch overhead is a large share of each decode step"),
-    fix=_decode_fix, sites=lambda case: _where(_resolution_sites(case, _decode_field(case) or ""))))
+    when=_decode_off, impact=_decode_impact,
+    fix=_decode_fix, sites=lambda case: _where(_resolution_sites(case, _decode_field(case) or "")),
+    affects=("decode step", "verify"), covers=lambda case: {_decode_field(case) or "disable_cuda_graph"},
+    gpu_only=True))
 
 
 def _graph_bs_ceiling(case: Case) -> list[str] | None:
     decode = case.ev.decode or {}
-    limit = case.value("cuda_graph_max_bs")
+    limit = case.value("cuda_graph_max_bs") or case.value("cuda_graph_max_bs_decode")  # 0.5.19+: _decode
     if not limit or decode.get("cuda_graph") not in (False, "mixed"):
         return None
+    graph = _decode_field(case)
+    if graph is not None and _is_disabled(case.value(graph)):
+        return None  # no batch runs in a decode graph: decode-cuda-graph-off speaks of it, not the ceiling
     return [f"Decode batch lines show `cuda graph: False` ({case.ev.sources.get('decode', 'the log')}) while "
             f"cuda_graph_max_bs = {limit}: batches larger than that run eagerly",
             f"max_running_requests = {case.value('max_running_requests')}"]
 
 
+def _graph_bs_impact(case: Case) -> Impact:
+    return not_estimated(f"batches above cuda_graph_max_bs decode eagerly ({case.ev.sources.get('decode', 'the log')}"
+                         "); under load this feeds on itself (github.com/sgl-project/sglang/issues/33483); a single "
+                         "stream is unaffected", "throughput under load",
+                         "a load benchmark at the concurrency served (sgl-kit bench --concurrency N) with "
+                         "--cuda-graph-max-bs raised")
+
+
+def _graph_bs_fix(case: Case) -> Fix:
+    return ([Change(case.option("cuda_graph_max_bs") or case.option("cuda_graph_max_bs_decode") or "--cuda-graph-max-bs",
+                    case.value("max_running_requests") or 2 * (case.value("cuda_graph_max_bs")
+                                                               or case.value("cuda_graph_max_bs_decode") or 32))],
+            [], ["raising --max-running-requests further: it admits more than the graphs cover"])
+
+
 rule(Rule(
     "decode-batches-above-graph-ceiling", "Decode batches outgrow the captured CUDA graphs", _ALL,
     ("args", "decode"),
-    when=_graph_bs_ceiling,
-    impact=lambda case: (0.1, "batches above cuda_graph_max_bs decode eagerly; under load this feeds on itself "
-                              "(github.com/sgl-project/sglang/issues/33483)"),
-    fix=lambda case: ([Change(case.option("cuda_graph_max_bs") or "--cuda-graph-max-bs",
-                              case.value("max_running_requests") or 2 * (case.value("cuda_graph_max_bs") or 32))],
-                      [], ["raising --max-running-requests further: it admits more than the graphs cover"])))
+    when=_graph_bs_ceiling, impact=_graph_bs_impact, fix=_graph_bs_fix,
+    affects=("decode step", "queueing"), covers=lambda case: {"cuda_graph_max_bs"},
+    gpu_only=True))
+
 
 
 # --------------------------------------------------------------------------- speculative decoding
@@ -203,33 +277,45 @@ def _spec_low(case: Case) -> list[str] | None:
     return out
 
 
-def _spec_impact(case: Case) -> tuple[float, str]:
+def _spec_impact(case: Case) -> Impact:
+    """Modelled: the measured accept length gives the per-draft acceptance p (a geometric chain, the
+    same p for every draft); the roofline's bytes give a draft step's cost against a verify's."""
     target = _spec_target(case)
     steps = int(case.value("speculative_num_steps") or 1)
-    accept, _ = case.accept_length
-    p, how = (_solve_p(accept, steps), f"a per-draft acceptance of {{p:.2f}} read from the accept length {accept:.2f}") \
-        if accept else (0.7, "an assumed per-draft acceptance of {p:.2f} (no accept length measured)")
-    draft_cost = _draft_cost(case)
-    now = _tokens_per_round(p, steps) / (1 + steps * draft_cost)
-    then = _tokens_per_round(p, target[0]) / (1 + target[0] * draft_cost)
-    lost = max(0.0, 1 - now / then)
-    return lost, (how.format(p=p) + f"; {steps} -> {target[0]} steps gives {_tokens_per_round(p, steps):.2f} -> "
-                  f"{_tokens_per_round(p, target[0]):.2f} tokens per round, each draft step costing "
-                  f"~{draft_cost:.0%} of a verify")
+    accept, where = case.accept_length
+    cost, cost_how = _draft_cost(case)
+    if cost is None:
+        return not_estimated(f"a draft step's cost against a verify is not known ({cost_how})", "decode tok/s",
+                             "the model's config.json (its MTP fields) or the draft model's", "a benchmark")
+
+    def lost(p: float) -> float:
+        now = _tokens_per_round(p, steps) / (1 + steps * cost)
+        then = _tokens_per_round(p, target[0]) / (1 + target[0] * cost)
+        return max(0.0, 1 - now / then)
+
+    if not accept:
+        examples = ", ".join(f"p {p:g}: {lost(p):.0%}" for p in (0.5, 0.7, 0.9))
+        return not_estimated(f"it depends on the per-draft acceptance, which nothing here measured ({examples} for "
+                             f"{steps} -> {target[0]} steps, each draft step costing {cost:.1%} of a verify)",
+                             "decode tok/s", "the Decode batch lines' `accept len` (the server's log after a few "
+                             "requests)", "a benchmark (sgl-kit bench, then --bench FILE)")
+    p = _solve_p(accept, steps)
+    return Impact(lost(p), "modelled",
+                  f"a per-draft acceptance of {p:.2f} read from the accept length {accept:.2f}; {steps} -> "
+                  f"{target[0]} steps gives {_tokens_per_round(p, steps):.2f} -> {_tokens_per_round(p, target[0]):.2f}"
+                  f" tokens per round, each draft step costing {cost:.1%} of a verify ({cost_how}); assumes the "
+                  "same acceptance for every draft position",
+                  "decode tok/s", (f"accept length {accept:.2f} ({where})", f"draft/verify bytes {cost:.3f}"),
+                  bounded=False)
 
 
-def _draft_cost(case: Case) -> float:
-    """One draft step's weight reads over one verify's: the MTP layer and the lm_head it shares."""
-    size = getattr(case.roofline, "size", None)
-    if size is not None and size.draft_params and size.weight_bytes_per_step:
-        draft = (size.draft_params + _embedding(case)) * size.bytes_per_param
-        return min(0.5, draft / size.weight_bytes_per_step)
-    return 0.05
-
-
-def _embedding(case: Case) -> int:
-    tc = case.text_config
-    return int(tc.get("vocab_size") or 0) * int(tc.get("hidden_size") or 0)
+def _draft_cost(case: Case) -> tuple[float | None, str]:
+    """One draft step's reads over one verify's, from the roofline's byte split."""
+    roof = case.roofline
+    if roof is not None and roof.draft_bytes_per_step and roof.bytes_per_step:
+        return roof.draft_bytes_per_step / roof.bytes_per_step, "the roofline's bytes: the MTP layer and lm_head " \
+                                                                "against the verify's weights, KV and state"
+    return None, "the roofline has no draft step size: no model config, or no MTP fields in it"
 
 
 def _spec_fix(case: Case) -> Fix:
@@ -246,7 +332,8 @@ rule(Rule(
     "speculative-steps-low", "Speculative decoding drafts fewer tokens than it should", ">=0.5",
     ("args", "command", "model_config", "source", "baseline", "decode"),
     when=_spec_low, impact=_spec_impact, fix=_spec_fix,
-    sites=lambda case: [case.spec_auto.where] if case.spec_auto is not None else []))
+    sites=lambda case: [case.spec_auto.where] if case.spec_auto is not None else [],
+    affects=("draft", "verify"), covers=lambda case: {"speculative_num_steps", "speculative_num_draft_tokens"}))
 
 
 def _accept_low(case: Case) -> list[str] | None:
@@ -260,12 +347,12 @@ def _accept_low(case: Case) -> list[str] | None:
 
 
 rule(Rule(
-    "speculative-accept-low", "Few draft tokens are accepted", ">=0.5", ("args", "decode"),
-    when=_accept_low,
-    impact=lambda case: (0.15, "each rejected draft costs a draft step and verify work for nothing"),
+    "speculative-accept-low", "Few draft tokens are accepted", _ALL, ("args", "decode"),
+    when=_accept_low, impact=lambda case: _accept_impact(case),
     fix=lambda case: ([], ["check that the draft (MTP/EAGLE) weights belong to this exact checkpoint and "
                            "quantization; measure with temperature 0 to separate sampling from draft quality"],
-                      ["raising --speculative-num-steps: with low acceptance it costs more than it gains"])))
+                      ["raising --speculative-num-steps: with low acceptance it costs more than it gains"]),
+    affects=("draft", "verify"), covers=lambda case: set()))
 
 
 # --------------------------------------------------------------------------- scheduler and caches
@@ -294,7 +381,11 @@ rule(Rule(
     "overlap-scheduler-off", "The overlap scheduler is off", _ALL, ("args", "command", "source"),
     when=_flag_on("disable_overlap_schedule", "CPU scheduling of the next batch is no longer hidden behind "
                                               "the GPU's work"),
-    impact=lambda case: (0.08, "scheduling, sampling bookkeeping and detokenisation now sit between GPU steps"),
+    impact=lambda case: not_estimated("scheduling, sampling bookkeeping and detokenisation now sit between GPU "
+                                      "steps; their CPU time is not in any input here", "decode tok/s",
+                                      "a benchmark with and without it (sgl-kit bench)",
+                                      "the Decode batch lines' gen throughput against the roofline"),
+    affects=("scheduling",), covers=lambda case: {"disable_overlap_schedule"},
     fix=_remove_or_rule("disable_overlap_schedule", []),
     sites=lambda case: _where(_resolution_sites(case, "disable_overlap_schedule"))))
 
@@ -302,7 +393,11 @@ rule(Rule(
     "radix-cache-off", "The prefix (radix) cache is off", _ALL, ("args", "command", "source"),
     when=_flag_on("disable_radix_cache", "shared prefixes (system prompts, multi-turn history) are prefilled again "
                                          "for every request"),
-    impact=lambda case: (0.04, "it costs prefill time (time to first token) on repeated prefixes, not decode"),
+    impact=lambda case: not_estimated("it costs prefill time on repeated prefixes (system prompts, multi-turn "
+                                      "history), not decode", "time to first token",
+                                      "the share of prompt tokens served from cache: the Prefill batch lines' "
+                                      "#cached-token with the cache on"),
+    affects=("prefill/extend",), covers=lambda case: {"disable_radix_cache"},
     fix=_remove_or_rule("disable_radix_cache", ["--disable-radix-cache with mamba extra_buffer: sglang refuses "
                                                 "that combination at startup"]),
     sites=lambda case: _where(_resolution_sites(case, "disable_radix_cache"))))
@@ -331,8 +426,10 @@ rule(Rule(
     "mamba-no-buffer", "Mamba state caching runs in no_buffer mode", ">=0.5.10",
     ("args", "command", "model_config", "source"),
     when=_mamba_no_buffer,
-    impact=lambda case: (0.08, "no_buffer cannot keep state snapshots: sglang then turns off overlap scheduling or "
-                               "the prefix cache"),
+    impact=lambda case: not_estimated("no_buffer cannot keep state snapshots: sglang then turns off overlap "
+                                      "scheduling or the prefix cache; their cost is that of those findings",
+                                      "decode tok/s", "a benchmark with extra_buffer (sgl-kit bench)"),
+    affects=("scheduling", "prefill/extend"), covers=lambda case: {_mamba_field(case) or "mamba_scheduler_strategy"},
     fix=lambda case: ([Change(case.option(_mamba_field(case)) or "--mamba-scheduler-strategy", "extra_buffer")], [],
                       ["extra_buffer together with --disable-radix-cache: sglang refuses it at startup"]),
     sites=lambda case: _where(_resolution_sites(case, _mamba_field(case) or ""))))
@@ -352,10 +449,11 @@ rule(Rule(
     "max-running-requests-48", "Speculative decoding capped concurrent requests at 48", ">=0.5",
     ("args", "command", "source"),
     when=_max_running_48,
-    impact=lambda case: (0.0, "a single stream is not affected; above 48 concurrent requests the rest queue"),
+    impact=lambda case: _queue_impact(case, 48),
+    affects=("queueing",), covers=lambda case: {"max_running_requests"},
     fix=lambda case: ([], [f"if you serve more than 48 streams at once, set "
                            f"{case.option('max_running_requests') or '--max-running-requests'} and "
-                           f"{case.option('cuda_graph_max_bs') or '--cuda-graph-max-bs'} together"],
+                           f"{case.option('cuda_graph_max_bs') or case.option('cuda_graph_max_bs_decode') or '--cuda-graph-max-bs'} together"],
                       ["a higher --max-running-requests alone: batches above cuda_graph_max_bs decode eagerly"]),
     sites=lambda case: _where(_resolution_sites(case, "max_running_requests"))))
 
@@ -378,11 +476,11 @@ rule(Rule(
     "mem-fraction-lowered-for-vlm", "GPU memory for the KV cache was lowered because the model counts as a VLM",
     ">=0.5", ("args", "command", "model_config", "source"),
     when=_mem_vlm,
-    impact=lambda case: (0.01, "a smaller KV cache: fewer concurrent requests fit; a single stream is unaffected"),
-    fix=lambda case: ([Change(case.option("mem_fraction_static") or "--mem-fraction-static",
-                              round(min(0.9, float(case.value("mem_fraction_static") or 0.8) / 0.85), 2))],
-                      ["only for text-only use: the vision encoder needs that memory for images"],
-                      ["pushing it above ~0.9: CUDA graph capture then runs out of memory"]),
+    impact=lambda case: not_estimated("a smaller KV cache: fewer concurrent requests and shorter contexts fit; "
+                                      "a single stream is unaffected", "throughput under load",
+                                      "the Decode batch lines' token usage and #queue-req under the real load"),
+    fix=lambda case: _mem_vlm_fix(case),
+    affects=("queueing",), covers=lambda case: {"mem_fraction_static"},
     sites=lambda case: _where(_vlm_site(case, "mem_fraction_static"))))
 
 
@@ -420,7 +518,10 @@ rule(Rule(
     "chunked-prefill-off-for-vlm", "Chunked prefill is off because the model counts as a VLM", ">=0.5",
     ("args", "command", "model_config", "source"),
     when=_chunked_vlm,
-    impact=lambda case: (0.03, "a long prompt is prefilled in one piece: running decodes stall behind it"),
+    impact=lambda case: not_estimated("a long prompt is prefilled in one piece: running decodes stall behind it; "
+                                      "how long depends on the prompts served", "time to first token",
+                                      "the prompt lengths served and the Prefill batch lines' timing"),
+    affects=("prefill/extend", "scheduling"), covers=lambda case: {"chunked_prefill_size"},
     fix=lambda case: ([], ["sglang forces it for this architecture whatever the flag says; keep prompts short, "
                            "or serve a text-only checkpoint of the model if there is one"],
                       ["--chunked-prefill-size N: the model runner overrides it for this architecture"]),
@@ -428,3 +529,88 @@ rule(Rule(
                                                        model_architectures=(case.ev.model_config or {})
                                                        .get("architectures") or []),) if x is not None]))
 
+
+
+# --------------------------------------------------------------------------- impact functions shared above
+
+def _accept_impact(case: Case) -> Impact:
+    """Modelled: the draft steps whose tokens are rejected, as a share of the round's reads."""
+    accept, where = case.accept_length
+    steps = int(case.value("speculative_num_steps") or 1)
+    cost, how = _draft_cost(case)
+    if cost is None:
+        return not_estimated(f"each rejected draft costs a draft step and verify work for nothing; {how}",
+                             "decode tok/s", "the model's config.json (its MTP fields)")
+    wasted = max(0.0, steps - (accept - 1)) * cost / (1 + steps * cost)
+    return Impact(wasted, "modelled", f"{steps - (accept - 1):.2f} of {steps} draft steps per round yield no token; "
+                  f"each costs {cost:.1%} of a verify ({how}). Better drafts would also raise the tokens per round, "
+                  "which this does not count", "decode tok/s",
+                  (f"accept length {accept:.2f} ({where})", f"draft/verify bytes {cost:.3f}"))
+
+
+def _queue_impact(case: Case, cap: int) -> Impact:
+    concurrency = (case.ev.bench or {}).get("concurrency")
+    if concurrency:
+        if concurrency <= cap:
+            return Impact(0.0, "measured", f"the benchmark ran {concurrency} stream(s) at once, within the cap of "
+                          f"{cap}: nothing queued", "throughput under load", (f"concurrency {concurrency}",))
+        return not_estimated(f"the benchmark ran {concurrency} streams, above the cap of {cap}: the rest queued",
+                             "throughput under load", "the Decode batch lines' #queue-req under that load")
+    return not_estimated(f"a single stream is not affected; above {cap} concurrent requests the rest queue",
+                         "throughput under load", "the concurrency served (a load benchmark, or the Decode batch "
+                         "lines' #running-req and #queue-req)")
+
+
+def _vlm_factor(case: Case) -> tuple[float | None, str]:
+    """The factor sglang multiplied mem_fraction_static by, computed by this version's own formula
+    (``ServerArgs.adjust_mem_fraction_for_vlm``, read from its source) and the model's vision_config."""
+    import ast
+    import textwrap
+
+    if case.ev.tree is None:
+        return None, "no sglang source to read the formula from"
+    try:
+        snippet = case.ev.tree.function("ServerArgs.adjust_mem_fraction_for_vlm")
+    except KitError as err:
+        return None, f"ServerArgs.adjust_mem_fraction_for_vlm not read: {err.message}"
+    where = f"{snippet.path.removeprefix('sglang/')}:{snippet.start}-{snippet.end}"
+    tree = ast.parse(textwrap.dedent(snippet.text))
+    consts, defaults, clamp = {}, {}, None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, int | float):
+                consts[node.targets[0].id] = float(value.value)
+            elif isinstance(value, ast.Call) and getattr(value.func, "id", "") == "getattr" and len(value.args) == 3 \
+                    and isinstance(value.args[1], ast.Constant) and isinstance(value.args[2], ast.Constant) \
+                    and isinstance(value.args[2].value, int | float):
+                defaults[value.args[1].value] = float(value.args[2].value)
+            elif isinstance(value, ast.Call) and getattr(value.func, "id", "") == "max" and len(value.args) == 2:
+                low, inner = value.args
+                if isinstance(low, ast.Constant) and isinstance(inner, ast.Call) and \
+                        getattr(inner.func, "id", "") == "min" and isinstance(inner.args[0], ast.Constant):
+                    clamp = (float(low.value), float(inner.args[0].value))
+    need = ("base_mem_fraction_reduction_ratio", "baseline_vit_layers", "baseline_vit_hidden_size", "sensitivity_scale")
+    if any(n not in consts for n in need) or clamp is None:
+        return None, f"the formula at {where} is not the one this rule knows (constants {sorted(consts)})"
+    vision = (case.ev.model_config or {}).get("vision_config") or {}
+    layers = float(vision.get("num_hidden_layers") or vision.get("depth") or defaults.get("num_hidden_layers", 24))
+    hidden = float(vision.get("hidden_size") or defaults.get("hidden_size", 1024))
+    ratio = layers * hidden ** 2 / (consts["baseline_vit_layers"] * consts["baseline_vit_hidden_size"] ** 2)
+    dynamic = max(clamp[0], min(clamp[1], 1.0 - consts["sensitivity_scale"] * (ratio - 1.0)))
+    factor = consts["base_mem_fraction_reduction_ratio"] * dynamic
+    return factor, (f"{consts['base_mem_fraction_reduction_ratio']:g} x clamp(1 - {consts['sensitivity_scale']:g} x "
+                    f"({ratio:.3f} - 1), {clamp[0]:g}, {clamp[1]:g}) = {factor:.4f} for a vision tower of "
+                    f"{layers:g} layers x {hidden:g} hidden ({where})")
+
+
+def _mem_vlm_fix(case: Case) -> Fix:
+    option = case.option("mem_fraction_static") or "--mem-fraction-static"
+    factor, how = _vlm_factor(case)
+    value = case.value("mem_fraction_static")
+    only = "only for text-only use: the vision encoder needs that memory for images"
+    avoid = ["pushing it above ~0.9: CUDA graph capture then runs out of memory"]
+    if factor is None or not value:
+        return [], [f"{only}; the value before sglang's adjustment is not computed: {how}"], avoid
+    before = round(float(value) / factor, 3)
+    return [Change(option, before)], [f"{only}; {before} is {value} / {factor:.4f}, sglang's own factor: {how}"], avoid

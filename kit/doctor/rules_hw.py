@@ -4,12 +4,15 @@ and every difference from a known-good baseline. They register into kit.doctor.r
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
+from kit.errors import KitError
+
 from .case import Case
 from .result import Change
-from .rulebase import Fix, Rule, rule, version_in
+from .rulebase import Fix, Impact, Rule, not_estimated, rule, version_in
 from .rulebase import resolution_sites as _resolution_sites
 from .rulebase import where as _where
 
@@ -69,9 +72,9 @@ rule(Rule(
     "tp-across-slow-link", "Tensor parallelism crosses a slow link while a closer group of GPUs exists", ">=0.4",
     ("args", "environ", "topology"),
     when=_tp_topology,
-    impact=lambda case: (0.12, "every layer all-reduces across the TP ranks; through the CPU's root complex "
-                               "(PHB/NODE/SYS) each all-reduce waits longer than over NVLink or a PCIe switch"),
-    fix=_tp_topology_fix))
+    impact=lambda case: _allreduce_impact(case, "through the CPU's root complex (PHB/NODE/SYS) each all-reduce "
+                                                "waits longer than over NVLink or a PCIe switch"),
+    fix=_tp_topology_fix, affects=("all-reduce",), covers=lambda case: {"base_gpu_id"}))
 
 
 def _nccl_p2p_disabled(case: Case) -> list[str] | None:
@@ -90,7 +93,9 @@ rule(Rule(
     "nccl-p2p-disabled", "NCCL peer-to-peer is switched off for a tensor-parallel server", ">=0.4",
     ("environ", "args", "p2p"),
     when=_nccl_p2p_disabled,
-    impact=lambda case: (0.15, "all-reduce traffic then bounces through host memory instead of GPU to GPU"),
+    impact=lambda case: _allreduce_impact(case, "NCCL's all-reduce traffic then bounces through host memory "
+                                                "instead of GPU to GPU"),
+    affects=("all-reduce",), covers=lambda case: set(),
     fix=lambda case: ([Change(unset="NCCL_P2P_DISABLE")],
                       ["if it was set to stop a hang, check IOMMU/ACS in the BIOS (`iommu=pt`) instead"],
                       ["NCCL_P2P_DISABLE=1 as a fix for NCCL hangs: it hides the cause and costs every step"])))
@@ -112,15 +117,24 @@ rule(Rule(
     "p2p-unavailable", "GPUs used by tensor parallelism cannot reach each other peer to peer", ">=0.4",
     ("p2p", "args", "environ"),
     when=_p2p_missing,
-    impact=lambda case: (0.15, "without P2P, sglang's custom all-reduce is off and NCCL copies through host memory"),
+    impact=lambda case: _custom_ar_impact(case, "without P2P, sglang's custom all-reduce turns itself off at "
+                                                 "startup and NCCL copies through host memory"),
     fix=lambda case: ([], ["enable peer access: IOMMU passthrough (`iommu=pt`) or ACS off in the BIOS; on "
-                           "consumer cards P2P may be blocked by the driver"], [])))
+                           "consumer cards P2P may be blocked by the driver"], []),
+    sites=lambda case: _p2p_check_site(case), affects=("all-reduce",), covers=lambda case: set()))
 
 
 def _custom_ar_off(case: Case) -> list[str] | None:
     if case.value("disable_custom_all_reduce") is not True or case.tp < 2:
         return None
-    return [f"disable_custom_all_reduce = True with tp_size {case.tp}: {case.origin('disable_custom_all_reduce')}"]
+    out = [f"disable_custom_all_reduce = True with tp_size {case.tp}: {case.origin('disable_custom_all_reduce')}"]
+    p2p = getattr(case.ev.hardware, "p2p", None)
+    used, _ = _tp_gpus(case)
+    if p2p is not None and len(used) > 1 and all(p2p.supported(a, b) for a, b in itertools.combinations(used, 2)):
+        out.append(f"nvidia-smi topo -p2p reports peer access OK between {', '.join(used)} "
+                   f"({case.ev.sources.get('p2p', 'topo -p2p')}): the custom kernel's P2P check would pass"
+                   + (f" ({_p2p_check_site(case)[0]})" if _p2p_check_site(case) else ""))
+    return out
 
 
 def _custom_ar_fix(case: Case) -> Fix:
@@ -134,9 +148,77 @@ rule(Rule(
     "custom-all-reduce-off", "Custom all-reduce is off with tensor parallelism", ">=0.4",
     ("args", "command", "source"),
     when=_custom_ar_off,
-    impact=lambda case: (0.08, "small all-reduces at batch 1 are latency-bound; NCCL's are slower than the custom "
-                               "one-shot kernel"),
-    fix=_custom_ar_fix, sites=lambda case: _where(_resolution_sites(case, "disable_custom_all_reduce"))))
+    impact=lambda case: _custom_ar_impact(case, "small all-reduces at batch 1 are latency-bound, and NCCL's take "
+                                                 "longer than sglang's one-shot custom kernel"),
+    fix=_custom_ar_fix, sites=lambda case: _where(_resolution_sites(case, "disable_custom_all_reduce")),
+    affects=("all-reduce",), covers=lambda case: {"disable_custom_all_reduce"}))
+
+
+_ALLREDUCE = Path(__file__).resolve().parent.parent / "data" / "allreduce.yaml"
+
+
+@lru_cache(maxsize=1)
+def allreduce_latency() -> dict:
+    """kit/data/allreduce.yaml: public small all-reduce latencies, NCCL against the custom kernel."""
+    import yaml
+
+    return dict(yaml.safe_load(_ALLREDUCE.read_text()))
+
+
+def _custom_ar_impact(case: Case, why: str) -> Impact:
+    """Modelled: the fix turns sglang's custom all-reduce on, so each all-reduce of a round saves NCCL's
+    latency less the custom kernel's (public numbers, kit/data/allreduce.yaml); the count per round is
+    2 per layer for the verify (or decode step) plus 2 per draft step, from config.json; the round time
+    is the measured decode rate's (accept length / tok/s)."""
+    layers = int(case.text_config.get("num_hidden_layers") or 0)
+    steps = int(case.value("speculative_num_steps") or 0) if case.speculative else 0
+    draft_layers = int(case.text_config.get("mtp_num_hidden_layers") or case.text_config.get(
+        "num_nextn_predict_layers") or 0) if steps else 0
+    measured, where = case.measured_tok_s
+    accept, accept_where = case.accept_length if steps else (1.0, "one token per decode step")
+    lat = allreduce_latency()
+    fallback = _allreduce_impact(case, why)
+    if not layers or not measured or not accept:
+        missing = [what for what, have in (("num_hidden_layers in config.json", layers),
+                                           ("a measured decode rate", measured),
+                                           ("the accept length", accept)) if not have]
+        return replace(fallback, reason=fallback.reason
+                       + f" (to model it from this evidence, the kit needs: {', '.join(missing)})")
+    count = 2 * layers + steps * 2 * draft_layers
+    round_ms = accept / measured * 1e3
+    saved_ms = count * (lat["nccl_us"] - lat["custom_us"]) / 1e3
+    share = min(1.0, saved_ms / round_ms)
+    inputs = (f"{count} all-reduces per round (2 x {layers} layers" + (f" + {steps} draft steps x 2 x {draft_layers}"
+              if steps else "") + ", config.json)",
+              f"NCCL {lat['nccl_us']:g} us against the custom kernel's {lat['custom_us']:g} us per "
+              f"{lat['message_bytes'] // 1024} KB all-reduce ({lat['source']}; on other GPUs: an assumption)",
+              f"a round of {round_ms:.1f} ms (accept length {accept:.2f} from {accept_where or 'decode'} / "
+              f"{measured:.1f} tok/s from {where})")
+    return Impact(share, "modelled", why + f"; the custom kernel would save {saved_ms:.2f} ms of each {round_ms:.1f} "
+                  f"ms round (a public check: {lat['check']['what']}, {lat['check']['source']}: +7.1% to +12.5%)",
+                  "decode tok/s", inputs)
+
+
+def _allreduce_impact(case: Case, why: str) -> Impact:
+    """Not estimated: the all-reduce count per step is known from the config, its latency on these
+    GPUs is not in the evidence."""
+    layers = int(case.text_config.get("num_hidden_layers") or 0)
+    count = f"; with tp_size {case.tp}, each decode step all-reduces twice per layer (attention and MLP outputs): " \
+            f"{2 * layers} times for {layers} layers" if layers else ""
+    return not_estimated(why + count, "decode tok/s",
+                         "the all-reduce latency at this size on these GPUs (nccl-tests all_reduce_perf -b 8K -e 64K, "
+                         "with and without the change)", "a benchmark after the change (notebook 04)")
+
+
+def _p2p_check_site(case: Case) -> list[str]:
+    """Where this version's custom all-reduce turns itself off without P2P (its warning), if found."""
+    if case.ev.tree is None:
+        return []
+    try:
+        found = case.ev.tree.grep("lacks GPU P2P capability", fixed=True, max_matches=5)
+    except KitError:
+        return []
+    return [f"{m.path.removeprefix('sglang/')}:{m.line}" for m in found][:1]
 
 
 # --------------------------------------------------------------------------- the attention backend
@@ -155,8 +237,8 @@ def _attention(case: Case) -> list[str] | None:
         return None
     if backend == "torch_native":
         return [f"attention_backend = 'torch_native': {case.origin('attention_backend')}"]
-    if profile is None or backend not in _BACKEND_SM:
-        return None
+    if profile is None or profile.sm is None or backend not in _BACKEND_SM:
+        return None  # no SM (an AMD profile names a gfx target): these backends are CUDA-only checks
     low, high = _BACKEND_SM[backend]
     if low <= profile.sm <= high:
         return None
@@ -175,9 +257,12 @@ rule(Rule(
     "attention-backend-mismatch", "The attention backend does not suit this GPU", ">=0.5",
     ("args", "command", "hardware"),
     when=_attention,
-    impact=lambda case: (0.3, "torch_native is a reference implementation; a backend built for another SM fails its "
-                              "startup check or falls back"),
-    fix=_attention_fix, sites=lambda case: _where(_resolution_sites(case, "attention_backend"))))
+    impact=lambda case: not_estimated("torch_native is a reference implementation; a backend built for another SM "
+                                      "fails its startup check or falls back", "decode tok/s",
+                                      "a benchmark with sglang's own choice of backend (sgl-kit bench)"),
+    fix=_attention_fix, sites=lambda case: _where(_resolution_sites(case, "attention_backend")),
+    affects=("decode step", "prefill/extend"), covers=lambda case: {"attention_backend"},
+    gpu_only=True))
 
 
 # --------------------------------------------------------------------------- known regressions
@@ -218,9 +303,11 @@ def _regression(case: Case) -> list[str] | None:
 rule(Rule(
     "known-regression", "This sglang release is inside a known regression range", ">=0.4", ("version", "model_config"),
     when=_regression,
-    impact=lambda case: (max(float(e.get("impact", 0.1)) for e in _matching(case)),
-                         "; ".join(e.get("impact_reason", "reported by users") for e in _matching(case))),
-    fix=lambda case: ([], [e["fix"] for e in _matching(case)], [])))
+    impact=lambda case: not_estimated("what users reported, on their deployments, not measured here: " + "; ".join(
+        e.get("reported", "no number reported") for e in _matching(case)), "decode tok/s",
+        "the same launch on the release before the range (sgl-kit upgrade-diff, then a benchmark)"),
+    fix=lambda case: ([], [e["fix"] for e in _matching(case)], []),
+    affects=("decode step",), covers=lambda case: set(), after="findings"))
 
 
 # --------------------------------------------------------------------------- the baseline
@@ -252,15 +339,13 @@ def baseline_rows(case: Case) -> list:
 def _workarounds(case: Case) -> set[str]:
     """Flags that skip sglang's auto-disable rules (``if self.enforce_piecewise_cuda_graph: return``):
     a launch that sets one did so on purpose, so a baseline without it is not the better one."""
-    from types import SimpleNamespace
-
     from kit.provenance import escapes
 
     out = set()
     for name in ("disable_piecewise_cuda_graph", "cuda_graph_config.prefill.backend", "disable_cuda_graph"):
         exp = case.explain(name) if case.has(name) else None
         if exp is not None:
-            out |= {e.field for e in escapes(case.ev.tree, SimpleNamespace(fired=exp.sites))}
+            out |= {e.field for e in escapes(case.ev.tree, exp, sites=exp.sites)}
     return out
 
 
@@ -292,6 +377,7 @@ def _baseline_fix(case: Case) -> Fix:
 rule(Rule(
     "differs-from-baseline", "The launch differs from the known-good baseline", ">=0.4", ("args", "baseline"),
     when=_baseline,
-    impact=lambda case: (0.05 * min(3, len(baseline_rows(case))), "a difference from a launch known to be fast; "
-                                                                  "its effect is not modelled"),
-    fix=_baseline_fix))
+    impact=lambda case: not_estimated(f"{len(baseline_rows(case))} difference(s) from a launch known to be fast; "
+                                      "their effect is not modelled", "decode tok/s",
+                                      "a benchmark of the baseline's launch and of this one (notebook 04)"),
+    fix=_baseline_fix, affects=("decode step",), covers=lambda case: set(), after="findings"))

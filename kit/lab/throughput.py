@@ -3,8 +3,10 @@
 A scenario (``kit/data/scenarios/<name>.yaml``) holds the parameters and says where each
 comes from. :func:`throughput_model` turns a scenario and a server's *effective* arguments (the
 ones SGLang resolved, not the flags typed) into a :class:`ThroughputModel`, so the speed follows
-what the server would really run: speculative steps, and whether piecewise CUDA graphs
-stayed on.
+what the server would really run, by sglang's own mechanisms: speculative steps and the decode
+CUDA graph set the round (verify runs in the decode graph); the prefill (piecewise) graph sets
+prefill time only; custom all-reduce against NCCL sets the all-reduce time of each forward, when
+the scenario models it (an ``allreduce`` section).
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from typing import Any
 
 from kit.errors import KitError
 
-__all__ = ["SCENARIO_ENV", "Scenario", "ThroughputModel", "load_scenario", "scenario_names", "throughput_model"]
+__all__ = ["MACHINE_ENV", "SCENARIO_ENV", "Scenario", "machine_fixes", "ThroughputModel", "allreduce_ms", "custom_all_reduce_on", "load_scenario",
+           "scenario_names", "throughput_model"]
 
 SCENARIO_ENV = "SGL_KIT_LAB_SCENARIO"
+# Changes to the machine the lab stands in for (comma-separated keys of the scenario's
+# ``machine.fixes``, e.g. ``p2p-unavailable``): a BIOS or driver change cannot happen here.
+MACHINE_ENV = "SGL_KIT_LAB_MACHINE"
 DEFAULT_SCENARIO = "incident"
 _SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 
@@ -84,6 +90,10 @@ class ThroughputModel:
     max_running: int
     piecewise_cuda_graph: bool
     cuda_graph: bool
+    # With speculative decoding, the extend batch also runs the draft model over the prompt (its
+    # "draft prefill") before the first token is streamed; the step count does not enter it.
+    draft_extend_base_s: float = 0.0
+    draft_extend_per_token_s: float = 0.0
 
     def __repr__(self) -> str:
         return (f"<ThroughputModel {self.expected_tok_s():.1f} tok/s per stream at batch 1: round "
@@ -121,7 +131,17 @@ class ThroughputModel:
         return tokens
 
     def prefill_time(self, rng: random.Random, new_tokens: int, running: int) -> float:
-        base = self.prefill_base_s + self.prefill_per_token_s * max(0, new_tokens)
+        """Time from admission to the first token: the target's prefill (which samples that token),
+        then, with speculative decoding, the draft model's extend over the same tokens. sglang 0.5.11
+        streams the token after both (speculative/eagle_worker_v2.py:701-725, forward_batch_generation
+        runs target prefill then _draft_extend_for_prefill; managers/scheduler.py:1535-1584 then
+        launches the next batch and processes this one's result: process_batch_result_prefill calls
+        stream_output, managers/scheduler_output_processor_mixin.py:133-347), so no draft step or
+        verify of the first round is in it."""
+        tokens = max(0, new_tokens)
+        base = self.prefill_base_s + self.prefill_per_token_s * tokens
+        if self.steps:
+            base += self.draft_extend_base_s + self.draft_extend_per_token_s * tokens
         return base * self.batch_factor(running) * self._noise(rng)
 
     def _noise(self, rng: random.Random) -> float:
@@ -137,14 +157,18 @@ def throughput_model(scenario: Scenario, args: Mapping[str, Any]) -> ThroughputM
     piecewise = not bool(args.get("disable_piecewise_cuda_graph", False))
     cuda_graph = not bool(args.get("disable_cuda_graph", False))
     steps = int(args.get("speculative_num_steps") or 0) if args.get("speculative_algorithm") else 0
+    graph = ("cuda_graph", "eager")
     if steps:
-        on_off = ("piecewise_cuda_graph_on", "piecewise_cuda_graph_off")
-        round_s = _on_off(dec["target_verify_ms"], piecewise, *on_off) + steps * float(dec["draft_step_ms"])
+        # Verify (TARGET_VERIFY) runs in the decode graph, never in the piecewise one.
+        round_s = _on_off(dec["target_verify_ms"], cuda_graph, *graph) + steps * float(dec["draft_step_ms"])
     else:
-        round_s = _on_off(dec["plain_decode_ms"], cuda_graph, "cuda_graph", "eager")
+        round_s = _on_off(dec["plain_decode_ms"], cuda_graph, *graph)
+    round_s += allreduce_ms(scenario, args, steps)
     first, decay = float(dec["first_draft_accept"]), float(dec["accept_decay"])
     probs = tuple(first * decay**i for i in range(steps))
     on_off = ("piecewise_cuda_graph_on", "piecewise_cuda_graph_off")
+    per_token = _on_off(pre["ms_per_token"], piecewise, *on_off)
+    extend = pre.get("draft_extend") or {}
     return ThroughputModel(
         round_s=round_s / 1e3,
         steps=steps,
@@ -153,11 +177,48 @@ def throughput_model(scenario: Scenario, args: Mapping[str, Any]) -> ThroughputM
         jitter=float(dec.get("jitter", 0.0)),
         batch_slowdown=float(dec.get("batch_slowdown", 0.0)),
         prefill_base_s=_on_off(pre["base_ms"], piecewise, *on_off) / 1e3,
-        prefill_per_token_s=_on_off(pre["ms_per_token"], piecewise, *on_off) / 1e3,
+        prefill_per_token_s=per_token / 1e3,
         max_running=_max_running(dec, args),
         piecewise_cuda_graph=piecewise,
         cuda_graph=cuda_graph,
+        draft_extend_base_s=float(extend.get("base_ms", 0.0)) / 1e3 if steps else 0.0,
+        draft_extend_per_token_s=per_token * float(extend.get("compute_share", 0.0)) / 1e3 if steps else 0.0,
     )
+
+
+def machine_fixes(scenario: Scenario, applied: str | None = None) -> list[Mapping[str, Any]]:
+    """The scenario's machine fixes that are applied (``applied``, else ``$SGL_KIT_LAB_MACHINE``)."""
+    names = [n.strip() for n in (os.environ.get(MACHINE_ENV, "") if applied is None else applied).split(",")
+             if n.strip()]
+    known = (scenario.params.get("machine") or {}).get("fixes") or {}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise KitError(f"the lab scenario {scenario.name!r} has no machine fix {', '.join(unknown)}",
+                       hint=f"its machine fixes: {', '.join(known) or '(none)'}")
+    return [known[n] for n in names]
+
+
+def custom_all_reduce_on(scenario: Scenario, args: Mapping[str, Any]) -> bool:
+    """Whether sglang's custom all-reduce runs: not disabled by the flag, tp > 1, and the scenario's
+    GPUs pass its P2P check (custom_all_reduce_utils.py:474-480 turns it off at startup otherwise),
+    as found or after a machine fix that enables peer access."""
+    section = scenario.params.get("allreduce") or {}
+    tp = int(args.get("tp_size") or 1)
+    p2p = bool(section.get("p2p", True))
+    for fix in machine_fixes(scenario):
+        p2p = bool(fix.get("allreduce_p2p", p2p))
+    return tp > 1 and not args.get("disable_custom_all_reduce") and p2p
+
+
+def allreduce_ms(scenario: Scenario, args: Mapping[str, Any], steps: int) -> float:
+    """The all-reduce time of one round (0 when the scenario does not model it): each forward
+    all-reduces a fixed number of times, at the custom kernel's or NCCL's latency."""
+    section = scenario.params.get("allreduce")
+    if not section or int(args.get("tp_size") or 1) < 2:
+        return 0.0
+    count = int(section["per_verify"]) + steps * int(section.get("per_draft", 0))
+    latency = float(section["custom_us"] if custom_all_reduce_on(scenario, args) else section["nccl_us"])
+    return count * latency / 1e3
 
 
 def _max_running(dec: Mapping[str, Any], args: Mapping[str, Any]) -> int:

@@ -53,14 +53,15 @@ class Refusal:
         return f"{self.where}: `{self.condition}` -> {self.message}"
 
 
-def escapes(tree, explanation) -> list[Escape]:
-    """Flags that skip the fired sites of ``explanation``: early returns on a boolean field with a flag."""
+def escapes(tree, explanation, *, sites=None) -> list[Escape]:
+    """Flags that skip the fired sites of ``explanation`` (or these ``sites``: a chain's rules whether
+    they fired or not): early returns on a boolean field with a flag."""
     try:
         flags = flag_table(tree)
     except KitError:
         return []
     found: dict[str, Escape] = {}
-    for site in explanation.fired:
+    for site in explanation.fired if sites is None else sites:
         for guard in site.guards:
             match = _SELF_FIELD.match(guard.text)
             if guard.kind != "early return" or not guard.negated or match is None:

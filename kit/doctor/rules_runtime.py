@@ -1,0 +1,482 @@
+"""Rules about the running server: what its log says about capacity, queues, speculative decoding
+under load, the tokenizer and the MoE kernels. They read the evidence a pasted log holds (sglang's
+notices with their line, the ready line's numbers, ``Decode batch`` / ``Prefill batch`` lines), so
+they are gated by that evidence, not by a version floor: 0.4.x lines carry ``accept len`` too.
+
+They register into kit.doctor.rulebase.RULES, like kit.doctor.rules and kit.doctor.rules_hw.
+:func:`evidence_gaps` says, for the questions these rules ask, which evidence was missing and what
+would answer each (the doctor lists them instead of "no rule found" when they were not answered).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kit.errors import KitError
+
+from .case import Case
+from .result import Change
+from .rulebase import ALL_VERSIONS as _ALL
+from .rulebase import Fix, Impact, Rule, not_estimated, rule
+
+__all__ = ["evidence_gaps"]
+
+# The kit's own threshold (not sglang's) for "many requests at once": a decode step of 16 or more
+# sequences is past the batch sizes at which speculative decoding's extra verify tokens come free.
+HIGH_CONCURRENCY = 16
+FULL_POOL = 0.9  # token usage at or above this counts as a full KV pool
+
+
+def _said(case: Case, pattern: str, kinds: tuple[str, ...] = ()) -> list:
+    """sglang's notices and warnings (kit.server_args.LogNotice) whose text matches ``pattern``."""
+    rx = re.compile(pattern, re.I)
+    return [n for n in case.ev.messages if rx.search(n.text) and (not kinds or n.kind in kinds)]
+
+
+def _at(notice) -> str:
+    where = f"{notice.source} " if getattr(notice, "source", "") else ""
+    return f"{where}line {notice.line}"
+
+
+def _site(case: Case, text: str) -> list[str]:
+    """Where this version's source prints ``text`` (file:line), when the source is at hand."""
+    if case.ev.tree is None:
+        return []
+    try:
+        found = case.ev.tree.grep(text, fixed=True, max_matches=5)
+    except KitError:
+        return []
+    return [f"{m.path.removeprefix('sglang/')}:{m.line}" for m in found if "/test" not in m.path][:1]
+
+
+def _decode(case: Case) -> dict:
+    return case.ev.decode or {}
+
+
+def _prefill_queue(case: Case) -> tuple[int | None, object]:
+    """The largest #queue-req of the Prefill batch lines, and the line it is on."""
+    best = None
+    for s in case.ev.prefill or []:
+        if s.queue_req is not None and (best is None or s.queue_req > best.queue_req):
+            best = s
+    return (best.queue_req, best) if best is not None else (None, None)
+
+
+def _max_queue(case: Case) -> tuple[int | None, str]:
+    d, (pq, ps) = _decode(case), _prefill_queue(case)
+    candidates = []
+    if d.get("max_queue_req") is not None:
+        candidates.append((d["max_queue_req"], case.ev.sources.get("decode", "the Decode batch lines")))
+    if pq is not None:
+        candidates.append((pq, f"the Prefill batch line {ps.line} of {case.ev.sources.get('prefill', 'the log')}"))
+    return max(candidates, default=(None, ""))
+
+
+def _max_usage(case: Case) -> tuple[float | None, str]:
+    d = _decode(case)
+    candidates = []
+    if d.get("max_token_usage") is not None:
+        candidates.append((d["max_token_usage"], case.ev.sources.get("decode", "the Decode batch lines")))
+    for s in case.ev.prefill or []:
+        if s.token_usage is not None:
+            candidates.append((s.token_usage, f"the Prefill batch line {s.line}"))
+    return max(candidates, default=(None, ""))
+
+
+def _load_impact(case: Case, cap: int | None, what: str) -> Impact:
+    """Throughput under load: measured nothing lost when a benchmark ran within the cap; else not
+    estimated, with the measured queue when the log shows one."""
+    concurrency = (case.ev.bench or {}).get("concurrency")
+    if cap and concurrency and concurrency <= cap:
+        return Impact(0.0, "measured", f"the benchmark ran {concurrency} stream(s) at once, within the cap of {cap}: "
+                      "nothing queued for it", "throughput under load", (f"concurrency {concurrency}",))
+    queue, where = _max_queue(case)
+    seen = f"; the log shows {queue} request(s) queued ({where})" if queue else ""
+    return not_estimated(f"{what}{seen}; how much throughput that costs depends on the load served",
+                         "throughput under load",
+                         "a load benchmark at the concurrency served (sgl-kit bench --concurrency N, or "
+                         "bench_serving) before and after the fix",
+                         "the Decode batch lines' #running-req and #queue-req under the real load")
+
+
+# --------------------------------------------------------------------------- running requests capped
+
+_CAPPED = r"max_running_requests is capped to (\d+) by the ([a-z_ ]+?)(?: \(|\.|$)"
+
+
+def _cap(case: Case) -> tuple[int, str, str, object] | None:
+    """(cap, by what, sglang's words, the notice) from the log, or from the ready line against the ask."""
+    for n in _said(case, _CAPPED):
+        m = re.search(_CAPPED, n.text, re.I)
+        return int(m.group(1)), m.group(2).strip(), n.text, n
+    asked = (case.ev.explicit or {}).get("max_running_requests")
+    got = (case.ev.capacity or {}).get("max_running_requests")
+    if isinstance(asked, int) and isinstance(got, int) and got < asked:
+        tokens = (case.ev.capacity or {}).get("max_total_num_tokens")
+        return got, "the KV cache pool" + (f" ({tokens} tokens)" if tokens else ""), "", None
+    return None
+
+
+def _capped(case: Case) -> list[str] | None:
+    found = _cap(case)
+    if found is None:
+        return None
+    cap, by, text, notice = found
+    if notice is not None:
+        out = [f"sglang says at {_at(notice)}: {text[:240]}"]
+    else:
+        out = [f"the launch asks for max_running_requests {case.ev.explicit['max_running_requests']}; the ready line "
+               f"says max_running_requests={cap} ({case.ev.sources.get('capacity', 'the log')})"]
+    asked = (case.ev.explicit or {}).get("max_running_requests")
+    if asked and notice is not None:
+        out.append(f"the launch asked for {asked}")
+    d = _decode(case)
+    if d.get("max_running_req") is not None:
+        out.append(f"the Decode batch lines peak at {d['max_running_req']} running, {d.get('max_queue_req') or 0} "
+                   f"queued ({case.ev.sources.get('decode', 'the log')})")
+    return out
+
+
+def _capped_fix(case: Case) -> Fix:
+    found = _cap(case)
+    _, by, text, _ = found
+    advice = []
+    if "mamba" in by:
+        tail = text.split("To raise it:", 1)[1].strip() if "To raise it:" in text else ""
+        advice.append(f"sglang's own advice: {tail}" if tail else
+                      "raise --max-mamba-cache-size (or the mamba memory ratio of this version): the state pool "
+                      "holds a fixed number of slots per running request")
+    else:
+        advice.append("more room for the KV cache: a higher --mem-fraction-static, a smaller --context-length, "
+                      "or more GPUs (tp); the pool holds every running request's tokens")
+    return [], advice, ["raising --max-running-requests alone: sglang caps it again by the same pool at startup"]
+
+
+rule(Rule(
+    "running-requests-capped", "sglang capped the running requests below what was asked, by the size of a pool",
+    _ALL, ("notices", "capacity", "command", "decode"),
+    when=_capped,
+    impact=lambda case: _load_impact(case, _cap(case)[0], f"at most {_cap(case)[0]} requests run at once "
+                                                          f"(capped by {_cap(case)[1]}); the rest wait"),
+    fix=_capped_fix, sites=lambda case: _site(case, "max_running_requests is capped to"),
+    affects=("queueing",), covers=lambda case: {"max_running_requests"}))
+
+
+# --------------------------------------------------------------------------- context larger than the pool
+
+_TOO_LONG = r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)"
+
+
+def _context(case: Case) -> tuple[int | None, str]:
+    cap = case.ev.capacity or {}
+    if cap.get("context_len"):
+        return int(cap["context_len"]), "the ready line's context_len"
+    asked = (case.ev.explicit or {}).get("context_length")
+    if isinstance(asked, int):
+        return asked, "the launch's --context-length"
+    value = case.value("context_length")
+    if isinstance(value, int) and case.ev.sources.get("args", "").startswith("the server_args line"):
+        return value, "context_length in the server_args line"
+    return None, ""
+
+
+def _pool(case: Case) -> tuple[int | None, str]:
+    cap = case.ev.capacity or {}
+    if cap.get("max_total_num_tokens"):
+        return int(cap["max_total_num_tokens"]), "the ready line's max_total_num_tokens"
+    for n in _said(case, _TOO_LONG):
+        allowed = int(re.search(_TOO_LONG, n.text).group(2))
+        return allowed, f"sglang's refusal at {_at(n)} (the longest input it admits, min(context, pool) less a few)"
+    return None, ""
+
+
+def _context_over_pool(case: Case) -> list[str] | None:
+    context, c_where = _context(case)
+    pool, p_where = _pool(case)
+    if not context or not pool or context <= pool:
+        return None
+    out = [f"context length {context} ({c_where}) is larger than the KV pool of {pool} tokens ({p_where}): one "
+           "request at full context cannot fit, and any long one leaves the pool to itself"]
+    refused = _said(case, _TOO_LONG)
+    if refused:
+        out.append(f"sglang refused a request at {_at(refused[0])}: {refused[0].text[:200]}")
+    return out
+
+
+def _context_impact(case: Case) -> Impact:
+    context, _ = _context(case)
+    pool, where = _pool(case)
+    return not_estimated(f"a request longer than {pool} tokens is refused ({where}), although the context length "
+                         f"promises {context}; requests near that length run one at a time",
+                         "throughput under load", "the prompt lengths served (the Prefill batch lines' #new-token, "
+                         "or bench_serving's input lengths)")
+
+
+def _context_fix(case: Case) -> Fix:
+    pool, _ = _pool(case)
+    option = case.option("context_length") or "--context-length"
+    changes = [Change(option, pool)] if pool and case.asked("context_length") else []
+    return changes, ["or give the KV cache more room (a higher --mem-fraction-static, more GPUs) until "
+                     "max_total_num_tokens in the ready line is at least the context length"], []
+
+
+rule(Rule(
+    "context-exceeds-kv-pool", "The context length is larger than the KV cache pool", _ALL,
+    ("capacity", "command", "notices"),
+    when=_context_over_pool, impact=_context_impact, fix=_context_fix,
+    sites=lambda case: _site(case, "the maximum allowed length"),
+    affects=("queueing",), covers=lambda case: {"context_length"}))
+
+
+# --------------------------------------------------------------------------- speculative decoding under load
+
+def _spec_on(case: Case) -> tuple[bool, str]:
+    if _decode(case).get("accept_len") is not None:
+        return True, f"the Decode batch lines carry an accept length ({case.ev.sources.get('decode', 'the log')})"
+    if case.speculative:
+        return True, f"speculative_algorithm = {case.value('speculative_algorithm')!r}"
+    return False, ""
+
+
+def _spec_loaded(case: Case) -> list[str] | None:
+    on, why = _spec_on(case)
+    d = _decode(case)
+    running = d.get("max_running_req")
+    if not on or not running or running < HIGH_CONCURRENCY:
+        return None
+    out = [f"speculative decoding is on: {why}",
+           f"{running} requests decode at once (the kit's threshold for 'many': {HIGH_CONCURRENCY})"]
+    accept = d.get("accept_len")
+    rate = d.get("max_gen_throughput")
+    if accept is not None:
+        out.append(f"accept length {accept:.2f}: each request gains {accept - 1:.2f} token(s) per verify step")
+    if rate:
+        out.append(f"gen throughput {rate:.2f} tok/s over {running} requests: {rate / running:.2f} tok/s each")
+    if d.get("max_queue_req"):
+        out.append(f"{d['max_queue_req']} more are queued")
+    return out
+
+
+def _spec_loaded_impact(case: Case) -> Impact:
+    from .rules import _draft_cost
+
+    d = _decode(case)
+    accept, running = d.get("accept_len"), d.get("max_running_req")
+    cost, how = _draft_cost(case)
+    steps = int(case.value("speculative_num_steps") or 0)
+    at_one = ""
+    if cost is not None and accept and steps:
+        at_one = (f"; memory-bound (batch 1) it would gain {accept / (1 + steps * cost):.2f}x ({steps} draft steps "
+                  f"at {cost:.1%} of a verify each, {how}), but at batch {running} the verify of "
+                  f"{running} x {steps + 1} tokens is no longer memory-bound, which the roofline does not model")
+    per_request = f"{steps + 1}" if steps else "steps + 1 (the step count is not in the evidence)"
+    return not_estimated(f"at {running} requests at once the verify pass computes {per_request} tokens per request "
+                         f"where a decode step computes 1, and the drafts add their own steps; whether the accept length "
+                         f"{accept if accept is not None else '(not measured)'} pays for that at this batch size is "
+                         f"not in the evidence{at_one}", "throughput under load",
+                         f"a load benchmark at {running} concurrent requests with and without speculative decoding "
+                         "(sgl-kit bench --concurrency N on both launches)",
+                         "the model's config.json and the speculative flags (the roofline's draft cost)")
+
+
+rule(Rule(
+    "speculative-under-load", "Speculative decoding runs at high concurrency, where it may cost more than it gains",
+    _ALL, ("decode", "args", "model_config"),
+    when=_spec_loaded, impact=_spec_loaded_impact,
+    fix=lambda case: ([], ["benchmark the served concurrency with speculative decoding off; if that is faster, "
+                           "serve high-concurrency traffic without it (a separate server or route), or use fewer "
+                           "draft steps"], ["more draft steps at high concurrency: each adds verify work per request"]),
+    affects=("draft", "verify"), covers=lambda case: set()))
+
+
+# --------------------------------------------------------------------------- the tokenizer
+
+_SLOW_TOKENIZER = r"Using a slow tokenizer"
+
+
+def _slow_tokenizer(case: Case) -> list[str] | None:
+    found = _said(case, _SLOW_TOKENIZER)
+    if not found:
+        return None
+    out = [f"sglang (transformers) warns at {_at(found[0])}: {found[0].text[:200]}",
+           "tokenization and detokenization run on the CPU, in the tokenizer manager and detokenizer processes; a "
+           "slow (Python) tokenizer there can bound the serving rate at large batches while the GPU waits"]
+    return out
+
+
+def _tokenizer_impact(case: Case) -> Impact:
+    bench, d = case.ev.bench or {}, _decode(case)
+    if bench.get("tok_s") and d.get("gen_throughput") and d.get("single_stream"):
+        gap = max(0.0, 1 - bench["tok_s"] / d["gen_throughput"])
+        return Impact(gap, "measured", f"the client sees {bench['tok_s']:.1f} tok/s against the scheduler's "
+                      f"{d['gen_throughput']:.1f} tok/s for one stream: the gap is spent outside the GPU step "
+                      "(tokenizer, detokenizer, HTTP)", "decode tok/s",
+                      (f"the benchmark {bench.get('source')}", case.ev.sources.get("decode", "the log")))
+    return not_estimated("the warning alone does not say how much time the tokenizer takes", "throughput under load",
+                         "--bench FILE: a benchmark's client-side tok/s (or inter-token latency) together with the "
+                         "server log's Decode batch lines (--log) over the same run: the gap between them is the "
+                         "time spent outside the GPU step")
+
+
+rule(Rule(
+    "slow-tokenizer", "A slow (Python) tokenizer is loaded: the CPU side may bound serving", _ALL,
+    ("notices", "bench", "decode"),
+    when=_slow_tokenizer, impact=_tokenizer_impact,
+    fix=lambda case: ([], ["load a fast tokenizer (a tokenizer.json beside the weights, or --tokenizer-path to one)",
+                           "or --skip-tokenizer-init and send token ids (the client tokenizes)",
+                           "measure client against server first: sgl-kit bench, then doctor --bench FILE --log LOG"],
+                      []),
+    sites=lambda case: _site(case, "Using a slow tokenizer"),
+    affects=("scheduling",), covers=lambda case: set()))
+
+
+# --------------------------------------------------------------------------- MoE kernel configs
+
+_MOE_DEFAULT = r"Using default MoE kernel config|Using MoE kernel config with down_moe=False"
+
+
+def _moe_default(case: Case) -> list[str] | None:
+    found = _said(case, _MOE_DEFAULT)
+    if not found:
+        return None
+    m = re.search(r"Config file not found at (\S+?\.json|\S.*?\.json)", found[0].text)
+    out = [f"sglang says at {_at(found[0])}: {found[0].text[:240]}"]
+    if m:
+        out.append(f"no tuned config for this MoE shape and GPU: {m.group(1)}")
+    return out
+
+
+rule(Rule(
+    "moe-default-kernel-config", "The fused MoE kernel runs with its default (untuned) config", _ALL,
+    ("notices",),
+    when=_moe_default,
+    impact=lambda case: not_estimated("the default tiles are not tuned for this expert shape and GPU; what a tuned "
+                                      "config gains depends on both", "decode tok/s",
+                                      "a benchmark after tuning (sglang's benchmark/kernels/fused_moe_triton/"
+                                      "tuning_fused_moe_triton.py, then sgl-kit bench on both)"),
+    fix=lambda case: ([], ["tune a config for this shape: python benchmark/kernels/fused_moe_triton/"
+                           "tuning_fused_moe_triton.py --model MODEL --tp-size TP --tune (sglang's repository), and "
+                           "put the JSON where the notice says it looked (or point SGLANG_MOE_CONFIG_DIR at it)"], []),
+    sites=lambda case: _site(case, "Using default MoE kernel config"),
+    affects=("decode step", "prefill/extend"), covers=lambda case: set()))
+
+
+# --------------------------------------------------------------------------- queues, a full pool, retraction
+# (symptoms: registered after the rules that name a cause, so a cause found ranks first among equals)
+
+def _retractions(case: Case) -> list:
+    return [n for n in case.ev.messages if n.kind == "retract"]
+
+
+def _pool_full(case: Case) -> list[str] | None:
+    usage, where = _max_usage(case)
+    retracted = _retractions(case)
+    if (usage is None or usage < FULL_POOL) and not retracted:
+        return None
+    out = []
+    if usage is not None and usage >= FULL_POOL:
+        d = _decode(case)
+        running = f" with {d['max_running_req']} running" if d.get("max_running_req") is not None else ""
+        out.append(f"token usage reaches {usage:.2f}{running} ({where}): the KV cache pool is (nearly) full")
+    for n in retracted[:3]:
+        out.append(f"sglang retracted requests at {_at(n)}: {n.text[:200]}")
+    return out
+
+
+def _pool_full_fix(case: Case) -> Fix:
+    return [], ["more room for the KV cache: a higher --mem-fraction-static (what the GPUs leave after weights "
+                "and CUDA graphs), fewer --max-running-requests, or a shorter --context-length",
+                "if token usage stays high while few requests run, the pool is not being released: compare "
+                "#running-req with token usage over time, and try a later sglang release"], []
+
+
+rule(Rule(
+    "kv-pool-full", "The KV cache pool runs full (requests wait or are retracted)", _ALL, ("decode", "notices"),
+    when=_pool_full,
+    impact=lambda case: _load_impact(case, None, "new requests wait for KV room, and retracted ones are prefilled "
+                                                 "again"),
+    fix=_pool_full_fix, sites=lambda case: _site(case, "KV cache pool is full. Retract requests"),
+    affects=("queueing",), covers=lambda case: set()))
+
+
+def _queued(case: Case) -> list[str] | None:
+    queue, where = _max_queue(case)
+    if not queue:
+        return None
+    out = [f"#queue-req reaches {queue} ({where})"]
+    usage, _ = _max_usage(case)
+    d = _decode(case)
+    limit = (case.ev.capacity or {}).get("max_running_requests") or case.value("max_running_requests")
+    if usage is not None and usage >= FULL_POOL:
+        out.append(f"the KV pool is full (token usage {usage:.2f}): requests wait for room")
+    elif limit and d.get("max_running_req") and d["max_running_req"] >= int(limit):
+        out.append(f"{d['max_running_req']} run, at max_running_requests {limit}: requests wait for a slot")
+    elif usage is not None:
+        out.append(f"token usage stays at or below {usage:.2f}: not the KV pool; the queue drains at the prefill's "
+                   "pace (chunked prefill size, max_prefill_tokens) or behind a capped running batch")
+    return out
+
+
+def _graph_bs_option(case: Case) -> str:
+    """This version's flag for the decode CUDA graphs' largest batch (0.5.20 removed --cuda-graph-max-bs)."""
+    return case.option("cuda_graph_max_bs") or case.option("cuda_graph_max_bs_decode") or "the CUDA graph batch limit"
+
+
+def _queued_fix(case: Case) -> Fix:
+    return [], [f"find which limit holds from the lines above: a full KV pool (more memory or fewer running "
+                f"requests), max_running_requests ({case.option('max_running_requests') or '--max-running-requests'}"
+                f", raised together with {_graph_bs_option(case)}), or the prefill budget "
+                f"({case.option('chunked_prefill_size') or '--chunked-prefill-size'}, "
+                f"{case.option('max_prefill_tokens') or '--max-prefill-tokens'})"], []
+
+
+rule(Rule(
+    "requests-queued", "Requests wait in the scheduler's queue", _ALL, ("decode", "prefill", "capacity"),
+    when=_queued,
+    impact=lambda case: _load_impact(case, None, "queued requests wait before their first token"),
+    fix=_queued_fix,
+    affects=("queueing",), covers=lambda case: set()))
+
+
+# --------------------------------------------------------------------------- what was not answered
+
+def _concurrency(case: Case) -> float | None:
+    """The concurrency the evidence shows: a benchmark's, bench_serving's, or the Decode batch lines' peak."""
+    if (case.ev.bench or {}).get("concurrency"):
+        return float(case.ev.bench["concurrency"])
+    found = next((v for k, v in (case.ev.bench_serving or {}).items() if "concurrency" in k.lower()), None)
+    if found is not None:
+        return float(found)
+    running = _decode(case).get("max_running_req")
+    return float(running) if running is not None else None
+
+
+def evidence_gaps(case: Case) -> list[str]:
+    """The questions these and the other rules could not answer from this evidence, each with the
+    evidence that would answer it. Empty when the evidence each needs was there."""
+    ev, out = case.ev, []
+    if not ev.args and not ev.explicit:
+        out.append("how the server was launched: no server_args line and no launch command, so the flag rules "
+                   "(CUDA graphs, overlap scheduler, caches, speculative settings) had nothing to read; send the log "
+                   "from the server's start (its `server_args=` line) or `curl HOST:PORT/server_info`")
+    if ev.version is None:
+        out.append("the sglang version: the release-specific rules and the known regressions are matched by it; "
+                   "send `python -m sglang.check_env` or the log's first lines")
+    if ev.decode is None:
+        out.append("the server's behaviour under its load: no `Decode batch` lines, so queues, token usage, "
+                   "accept length and throughput were not read; send ~50 lines of the log while it serves")
+    if ev.bench is None:
+        out.append("the client's view: a benchmark (sgl-kit bench, then --bench FILE) next to the log's Decode batch "
+                   "lines of the same run shows time spent outside the GPU step (tokenizer, detokenizer, HTTP)")
+    if case.value("enable_dp_attention") is True and _concurrency(case) is None:
+        dp = case.value("dp_size")
+        out.append(f"DP attention is on ({'dp_size ' + str(dp) if dp and dp != 1 else 'dp_size as sglang sets it'}, "
+                   f"tp_size {case.tp}): it pays at high concurrency and costs per-request speed at low; the "
+                   "concurrency served is not in the evidence: send bench_serving's result (its Max request "
+                   "concurrency) or the Decode batch lines' #running-req under the real load")
+    if ev.model_config is None:
+        out.append("the model: no config.json, so the roofline and the model rules did not run; send the "
+                   "config.json beside the weights (--model-config FILE)")
+    if ev.hardware is None:
+        out.append("the GPUs: send `nvidia-smi` (and `nvidia-smi topo -m` and `nvidia-smi topo -p2p r` when tp > 1)")
+    return out
