@@ -5,6 +5,11 @@
 - ``user@host``, ``host`` or an alias from ``~/.ssh/config``: the same.
 - ``lab``: the built-in lab on this machine (``sgl-kit lab up``); as a host it is ``local``.
 
+:func:`resolve_server` is the one way from a target string to a server. ``lab`` is a kind of
+target declared as data (``targets`` in ``kit/data/launchers.json``): the server whose
+``lab_dir`` label is this machine's lab directory, whichever engine (stand-in or real sglang)
+runs it.
+
 :func:`discover` finds the server processes on a host from ``/proc``: argv, environment,
 log, interpreter, sglang install and URL. Which argv counts as a server is data
 (``kit/data/launchers.json``): sglang's own launchers and the lab's stand-in are listed
@@ -25,18 +30,18 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ._remote import run_json, script
+from ._secrets import SECRET_NAME_PATTERN
 from .errors import HostError, TargetError
 from .hosts import Host, LocalHost
 
 __all__ = ["ENV_PREFIXES", "HostInventory", "ServerProcess", "connect", "discover", "find_server", "inventory", "launchers",
-           "parse_target"]
+           "parse_target", "resolve_server", "target_kinds"]
 
 _LAUNCHERS = Path(__file__).resolve().parent / "data" / "launchers.json"
 # Environment variables discovery reads: they change how SGLang, NCCL and CUDA behave. A
 # variable outside these prefixes is not read, so it is unknown, not unset.
 ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH", "PYTORCH_", "NVIDIA_", "OMP_", "HF_", "VIRTUAL_ENV",
              "PYTHONPATH")
-_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 _HOST_PORT = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>[^@/:\[\]]+):(?P<port>\d+)$")
 _HOSTNAME = re.compile(r"^(?:[A-Za-z0-9_.%+-]+@)?[A-Za-z0-9_.:\[\]-]+$")
@@ -136,6 +141,7 @@ class ServerProcess:
     labels: dict[str, str | None] = field(default_factory=dict)
     started_at: float | None = None
     host: Host | None = field(default=None, repr=False, compare=False)
+    children: list[dict] = field(default_factory=list)  # direct child processes: pid, name, argv
 
     def __repr__(self) -> str:
         return (f"<ServerProcess {self.kind} {self.sglang_version or '?'} pid {self.pid} on {self.host_name}: "
@@ -187,6 +193,7 @@ class ServerProcess:
                 ("sglang", f"{self.sglang_version or '?'} at {self.sglang_dir or '?'}"),
                 ("python", self.python), ("url", self.url), ("log", self.log_path or f"none ({self.log_note})"),
                 ("command", self.command)]
+        rows += [("child", f"pid {c['pid']} {c['name']}") for c in self.children]
         rows += [(f"env {k}", v) for k, v in self.env.items()]
         return "\n".join(f"{k:<12} {v}" for k, v in rows)
 
@@ -207,7 +214,7 @@ def discover(host: Host, timeout: float = 60.0) -> list[ServerProcess]:
     SSH host through a port forward when the server listens on loopback only (or when
     its port does not answer from here).
     """
-    request = {"launchers": launchers(), "keep": ENV_PREFIXES, "secret": _SECRET_WORDS, "locate": script("locate"),
+    request = {"launchers": launchers(), "keep": ENV_PREFIXES, "secret_pattern": SECRET_NAME_PATTERN, "locate": script("locate"),
                "package": "sglang"}
     data = run_json(host, "processes", json.dumps(request), python=host.python, timeout=timeout,
                     what="list server processes", hint="discovery needs python3 and a readable /proc on the host")
@@ -215,6 +222,36 @@ def discover(host: Host, timeout: float = 60.0) -> list[ServerProcess]:
     for server in servers:
         server.url = _url(host, server.bind_host, server.port)
     return servers
+
+
+@cache
+def target_kinds() -> dict[str, dict]:
+    """Target strings that name a server by its labels (``lab``: the server of this machine's lab
+    directory, whichever engine runs it), from kit/data/launchers.json."""
+    return json.loads(_LAUNCHERS.read_text()).get("targets", {})
+
+
+def resolve_server(host: Host, target: str | None = None, *, pid: int | None = None, port: int | None = None,
+                   servers: list[ServerProcess] | None = None) -> ServerProcess:
+    """The server a target string means on ``host``: for a labelled kind (``lab``) the server whose
+    labels match it, else (or with ``pid``/``port``) the one chosen by pid or port, or the only one.
+
+    The one way from a target string to a server: the CLI, the doctor, the investigation and the
+    notebooks call it with their ``target``, so the same cell works on the lab and on a real box.
+    """
+    kind = parse_target(target)["kind"] if target is not None else None
+    spec = target_kinds().get(kind or "")
+    if spec is None or pid is not None or port is not None:
+        return find_server(host, pid=pid, port=port, servers=servers)
+    from . import _paths
+
+    wanted = {label: getattr(_paths, path)() for label, path in spec.get("labels", {}).items()}
+    servers = discover(host) if servers is None else servers
+    picked = [s for s in servers if all(s.labels.get(k) == v for k, v in wanted.items())]
+    if not picked:
+        raise TargetError(spec["missing"].format(**wanted), hint=spec.get("hint", ""),
+                          cli_hint=spec.get("cli_hint", ""))
+    return picked[-1]
 
 
 @cache

@@ -319,6 +319,10 @@ class Expressions:
         if args is None or any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]):
             return None
         given = self.probe(name)
+        if given is NO_PROBE and not args and PROBE.search(name):
+            callee = self.ev(node.func, env)  # defined in the tree: its definition may decide it
+            if isinstance(callee, FuncRef):
+                return self._probe_from_source(callee, node, env, f"{name}()", name)
         return given if given is not NO_PROBE else unknown(f"{name}()", why_call(name))
 
     def probe(self, name: str):
@@ -497,7 +501,7 @@ class Expressions:
             if given is not NO_PROBE:
                 return given
             if not args and PROBE.search(name):  # is_cuda(): the answer is the hardware's, not the code's
-                return unknown(label, why_call(name))
+                return self._probe_from_source(callee, node, env, label, name)
         if isinstance(callee, Unknown):
             return callee
         if isinstance(callee, FuncRef):
@@ -507,6 +511,23 @@ class Expressions:
         if isinstance(callee, ClassRef):
             return unknown(label, "constructs an object; not evaluated")
         return unknown(label, f"{render(callee)} is not callable here")
+
+    def _probe_from_source(self, callee, node: ast.Call, env: Env, label: str, name: str):
+        """A hardware probe with no answer given, from its definition in the tree when that decides it.
+
+        sglang 0.5.11 ``is_cpu()`` is ``os.getenv("SGLANG_USE_CPU_ENGINE", "0") == "1" and
+        is_host_cpu_supported``: the server's environment decides it when the variable is unset,
+        and with the host's machine (a given probe, ``platform.machine``) when it is set. A
+        definition that reads the hardware stays unknown, with the reason of a probe.
+        """
+        if not isinstance(callee, FuncRef) or env.scope.depth >= MAX_DEPTH:
+            return unknown(label, why_call(name))
+        value, notes = self.collect(lambda: self.invoke(callee, [], {}, env.scope.depth + 1))
+        if isinstance(value, Unknown) or not isinstance(value, bool):
+            return unknown(label, why_call(name))
+        where = f"sglang/{callee.module.path}:{callee.node.lineno}"
+        self.note(f"{name}() = {value!r} (its definition, {where}, with " + "; ".join(notes or ["no lookups"]) + ")")
+        return value
 
     def _call_function(self, fn: FuncRef, node: ast.Call, env: Env, label: str):
         args, kwargs = self._args(node, env)

@@ -24,6 +24,7 @@ import zipfile
 
 LAB_ENV = "SGL_KIT_LAB_DIR"
 LAUNCHER = "kit.lab.launch_server"
+HEALTH_TIMEOUT = 10.0  # one GET /health while a server starts (sglang's own takes a second or more)
 MARKER = "KIT-RESULT "
 
 
@@ -198,7 +199,7 @@ def is_ours(lab, state):
     pid = int(state.get("pid", 0))
     if pid <= 0 or proc_start_ticks(pid) != state.get("start_ticks"):
         return False
-    if not any(LAUNCHER in a for a in proc_argv(pid)):
+    if not any((state.get("launcher") or LAUNCHER) in a for a in proc_argv(pid)):
         return False
     env = proc_env(pid)
     return env is None or env.get(LAB_ENV) == lab
@@ -255,6 +256,9 @@ def op_start(args):
     state = {"pid": proc.pid, "start_ticks": proc_start_ticks(proc.pid), "argv": args["argv"], "host": host,
              "port": port, "started_at": time.time(), "label": args.get("label"),
              "scenario": (args.get("env") or {}).get("SGL_KIT_LAB_SCENARIO")}
+    for key in ("launcher", "engine", "model"):  # a lab engine other than the stand-in says what it runs
+        if args.get(key):
+            state[key] = args[key]
     with open(os.path.join(lab, "run", "server.json"), "w") as fh:
         json.dump(state, fh)
     with open(os.path.join(lab, "run", "server.pid"), "w") as fh:
@@ -280,14 +284,20 @@ def wait_healthy(lab, proc, state, timeout):
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
+            if state.get("launcher"):
+                stop_group(proc.pid, 10.0)
             clear_state(lab)
             return {"outcome": "exited", "exit_code": code, "lab_dir": lab, "log_tail": log_tail(lab)}
-        if healthy(state["host"], state["port"], timeout=1.0):
+        # sglang's /health generates one token and sleeps a second before it answers
+        # (srt/entrypoints/http_server.py:505-556 in 0.5.11): a 1 s timeout misses it on busy cores
+        if healthy(state["host"], state["port"], timeout=HEALTH_TIMEOUT):
             result = status(lab)
             result["outcome"] = "started"
             return result
         time.sleep(0.1)
     stop_pid(proc.pid, 5.0)
+    if state.get("launcher"):
+        stop_group(proc.pid, 10.0)
     clear_state(lab)
     return {"outcome": "timeout", "lab_dir": lab, "timeout": timeout, "log_tail": log_tail(lab)}
 
@@ -340,6 +350,22 @@ def stop_pid(pid, timeout):
     return False
 
 
+def stop_group(pgid, timeout):
+    """What is left of the server's own session (its workers), once the main process is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return True
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return False
+
+
 def alive(pid):
     try:
         os.waitpid(pid, os.WNOHANG)  # reap it if it is our child (same session as the agent)
@@ -369,6 +395,8 @@ def op_stop(args):
         clear_state(lab)
         return {"outcome": "stale", "lab_dir": lab, "pid": state.get("pid")}
     graceful = stop_pid(int(state["pid"]), float(args.get("timeout", 15)))
+    if state.get("launcher"):
+        graceful = stop_group(int(state["pid"]), 10.0) and graceful
     clear_state(lab)
     return {"outcome": "stopped" if graceful else "killed", "lab_dir": lab, "pid": state["pid"]}
 
@@ -382,6 +410,9 @@ def op_relaunch(args):
     /health. For a server the kit did not start, run only when a person asked for it.
     """
     host, port = args.get("host") or "127.0.0.1", int(args["port"])
+    lab = (args.get("env") or {}).get(LAB_ENV)
+    state = read_state(lab) if lab else None
+    recorded = bool(state) and int(state.get("pid", 0)) == int(args["pid"]) and is_ours(lab, state)
     if not stop_pid(int(args["pid"]), float(args.get("stop_timeout", 60))):
         return {"outcome": "not-stopped", "pid": args["pid"]}
     deadline = time.monotonic() + 30
@@ -403,10 +434,23 @@ def op_relaunch(args):
         code = proc.poll()
         if code is not None:
             return {"outcome": "exited", "pid": proc.pid, "exit_code": code, "log_tail": file_tail(log)}
-        if healthy(host, port, timeout=2.0):
-            return {"outcome": "started", "pid": proc.pid}
+        if healthy(host, port, timeout=HEALTH_TIMEOUT):
+            if recorded:
+                follow(lab, state, proc, list(args["argv"]))
+            return {"outcome": "started", "pid": proc.pid, **({"lab_dir": lab} if recorded else {})}
         time.sleep(0.5)
     return {"outcome": "timeout", "pid": proc.pid, "log_tail": file_tail(log)}
+
+
+def follow(lab, state, proc, argv):
+    """A lab's own server was relaunched: its record names the new process, so `lab status`, `down`
+    and `restart` act on the server that runs now."""
+    new = dict(state, pid=proc.pid, start_ticks=proc_start_ticks(proc.pid), argv=argv, started_at=time.time(),
+               label=None, relaunched_from=state.get("pid"))
+    with open(os.path.join(lab, "run", "server.json"), "w") as fh:
+        json.dump(new, fh)
+    with open(os.path.join(lab, "run", "server.pid"), "w") as fh:
+        fh.write(f"{proc.pid}\n")
 
 
 def file_tail(path, lines=30):

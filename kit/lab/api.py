@@ -98,11 +98,12 @@ class LabApp:
 
     # -- simple endpoints ---------------------------------------------------
     def health(self, req: Request, conn: Connection) -> Response | None:
-        return Response(200 if self.up else 503, b"", "text/plain; charset=utf-8")
+        # http_server.py:508-527: Response(status_code=...), an empty body and no content-type
+        return Response(200 if self.up else 503, b"", "")
 
     def health_generate(self, req: Request, conn: Connection) -> Response | None:
         if not self.up:
-            return Response(503, b"", "text/plain; charset=utf-8")
+            return Response(503, b"", "")
         conn.hold()
         sink = _HealthSink(req, conn)
         self._run(_Ask(b"", 1, 1, True, False, f"HEALTH_CHECK_{time.time()}"), sink, conn)
@@ -328,9 +329,9 @@ class _NativeSink:
             self.meta_head = (b'{"id":' + _dumps(gen.rid) + b',"finish_reason":null,"prompt_tokens":%d,'
                               b'"weight_version":%b,"total_retractions":0,"reasoning_tokens":0,'
                               b'"completion_tokens":' % (gen.prompt_tokens, _dumps(self.app.weight_version)))
-            return self.meta_head + b'%d,"cached_tokens":%d,"response_sent_to_client_ts":%r}' % (
+            return self.meta_head + b'%d,"cached_tokens":%d,"dp_rank":null,"response_sent_to_client_ts":%r}' % (
                 gen.produced, gen.cached_tokens, time.time())
-        return self.meta_head + b'%d,"cached_tokens":%d}' % (gen.produced, gen.cached_tokens)
+        return self.meta_head + b'%d,"cached_tokens":%d,"dp_rank":null}' % (gen.produced, gen.cached_tokens)
 
     def _body(self, gen: Generation, start: int, meta: bytes) -> bytes:
         a, f = gen.start_word, self.app.filler
@@ -341,7 +342,9 @@ class _NativeSink:
         app = self.app
         meta = {"id": gen.rid, "finish_reason": app.finish_reason(gen), "prompt_tokens": gen.prompt_tokens,
                 "weight_version": app.weight_version, "total_retractions": 0, "reasoning_tokens": 0,
-                "completion_tokens": gen.produced, "cached_tokens": gen.cached_tokens}
+                "completion_tokens": gen.produced, "cached_tokens": gen.cached_tokens,
+                # tokenizer_manager.py:1716-1717: one dp rank per request, None without data-parallel attention
+                "dp_rank": None}
         if not self.sent:
             meta["response_sent_to_client_ts"] = time.time()
         meta["e2e_latency"] = gen.e2e_latency
@@ -476,4 +479,4 @@ class _HealthSink:
 
     def chunk(self, gen: Generation, new_tokens: int, finished: bool) -> None:
         if finished:
-            self.conn.respond(self.request, Response(200, b"", "text/plain; charset=utf-8"))
+            self.conn.respond(self.request, Response(200, b"", ""))

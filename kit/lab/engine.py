@@ -483,7 +483,7 @@ class Engine:
             rate = (tokens - rounds) / (rounds * drafts) if rounds else 0.0
             msg += f"accept len: {accept:.2f}, accept rate: {rate:.2f}, "
         return msg + (f"cuda graph: {self._graph(len(self.running))}, "
-                      f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {len(self.waiting)}, ")
+                      f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {len(self.waiting)}")
 
     def _graph(self, batch: int) -> bool:
         return self.model.cuda_graph and batch <= max(self.graph_max_bs, 1)

@@ -181,8 +181,9 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self._access(request, response.status)
-        head = [f"HTTP/1.1 {response.status} {_phrase(response.status)}",
-                f"content-length: {len(response.body)}", f"content-type: {response.content_type}"]
+        head = [f"HTTP/1.1 {response.status} {_phrase(response.status)}", f"content-length: {len(response.body)}"]
+        if response.content_type:  # "": none, as Starlette's Response(status_code=...) sends
+            head.append(f"content-type: {response.content_type}")
         head += [f"{k}: {v}" for k, v in response.headers.items()]
         if not self.keep_alive:
             head.append("connection: close")

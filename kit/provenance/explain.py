@@ -101,6 +101,10 @@ def explain_server(server, flag: str, tree=None, **options) -> FlagExplanation:
     environ = options.pop("environ", None)
     if environ is None and server.env_readable:
         environ = Environment(server.env, prefixes=ENV_PREFIXES, where=f"/proc/{server.pid}/environ")
+    # the host's machine and its torch's own answers, under whatever probes the caller gives
+    from .host_probes import host_probes
+
+    options["probes"] = {**host_probes(server), **(options.get("probes") or {})}
     return explain(tree, flag, snapshot, config, command=options.pop("command", None) or server.argv,
                    environ=environ, **options)
 
@@ -216,7 +220,9 @@ def _architecture_notes(tree, model_config) -> list[str]:
         if not isinstance(arch, str) or not arch.isidentifier():
             continue
         if arch not in known:
-            known[arch] = any(m.path.startswith("srt/models/") for m in grep(arch, fixed=True, max_matches=200))
+            known[arch] = index_for(tree).stored("architectures", arch, lambda arch=arch: any(
+                m.path.startswith("srt/models/") for m in grep(arch, fixed=True, max_matches=200)),
+                lambda found: type(found) is bool)
         if not known[arch]:
             out.append(f"{arch} is unknown to sglang {version}: no model in srt/models/ names it, so this "
                        "release would try its Transformers fallback or refuse to load the model; rules keyed "

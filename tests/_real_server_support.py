@@ -1,0 +1,173 @@
+"""One real sglang server per test session: PyPI's sglang 0.5.11 on CPU with a tiny random Qwen3.
+
+``real_server`` builds the real-server environment once under the kit cache ($SGL_KIT_CACHE;
+about 2.4 GB, a few minutes the first time, cached after), makes the tiny model and starts
+``python -m sglang.launch_server`` through ``RealLab`` in a temporary lab directory on a free
+port. Tests get a handle whose ``server()`` discovers the server afresh (a relaunch gives it a
+new pid). At the end every server of that lab directory, and its workers, is stopped, and the
+test session fails if one is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import pytest
+from _lab_support import free_port
+
+from kit.hosts import LocalHost
+from kit.lab.real import RealLab
+from kit.target import discover, resolve_server
+
+START_TIMEOUT = 600.0
+
+
+@dataclass
+class RealServer:
+    lab: RealLab
+    host: LocalHost
+    lab_dir: str
+    port: int
+    started_s: float
+
+    def server(self):
+        return resolve_server(self.host, "lab", servers=[s for s in discover(self.host)
+                                                              if s.labels.get("lab_dir") == self.lab_dir])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _ours(lab_dir: str) -> list:
+    return [s for s in discover(LocalHost()) if s.labels.get("lab_dir") == lab_dir]
+
+
+def stop_everything(lab_dir: str, timeout: float = 30.0) -> list[int]:
+    """SIGTERM every server of the lab directory and its children; SIGKILL what is left; the pids still alive."""
+    pids = []
+    for server in _ours(lab_dir):
+        pids += [server.pid] + [c["pid"] for c in server.children]
+        try:
+            os.kill(server.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    time.sleep(0.5)
+    return [p for p in pids if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def real_server(tmp_path_factory):
+    lab_dir = str(tmp_path_factory.mktemp("real-lab"))
+    old = os.environ.get("SGL_KIT_LAB_DIR")
+    os.environ["SGL_KIT_LAB_DIR"] = lab_dir  # discovery of target "lab" looks for this directory's server
+    lab = RealLab(LocalHost(), directory=lab_dir, progress=lambda step: None)
+    port = free_port()
+    t0 = time.monotonic()
+    try:
+        lab.up(port=port, timeout=START_TIMEOUT)
+        yield RealServer(lab, LocalHost(), lab_dir, port, time.monotonic() - t0)
+    finally:
+        lab.down()
+        left = stop_everything(lab_dir)
+        if old is None:
+            os.environ.pop("SGL_KIT_LAB_DIR", None)
+        else:
+            os.environ["SGL_KIT_LAB_DIR"] = old
+        assert not left, f"processes of the real server still alive after stopping: {left}"
+
+
+# ---------------------------------------------------------------------------- protocol shapes
+
+
+def _keys(obj, prefix: str = "") -> set[str]:
+    """Every key path of a JSON value (lists: their first item), e.g. {"meta_info.completion_tokens"}."""
+    out = set()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.add(prefix + k)
+            out |= _keys(v, f"{prefix}{k}.")
+    elif isinstance(obj, list) and obj and isinstance(obj[0], dict):
+        out |= _keys(obj[0], prefix.rstrip(".") + "[].")
+    return out
+
+
+def protocol_shape(port: int, model: str | None = None) -> dict:
+    """What a server's API looks like, as key sets and framing: the same requests to the stand-in and
+    the real server, compared key by key (values differ: the models differ)."""
+    from _lab_support import request
+
+    shape: dict = {}
+    for path in ("/health", "/health_generate", "/server_info", "/get_server_info", "/v1/models", "/model_info",
+                 "/get_model_info", "/metrics"):
+        status, headers, body = request(port, "GET", path, timeout=60)
+        shape[f"GET {path} status"] = status
+        shape[f"GET {path} content-type"] = headers.get("content-type", "").split(";")[0]
+        if path in ("/server_info", "/v1/models", "/model_info", "/get_model_info") and status == 200:
+            data = json.loads(body)
+            if path == "/server_info":
+                shape[f"GET {path} keys"] = sorted(k for k in data if k != "internal_states")
+                shape[f"GET {path} internal_states[] keys"] = sorted(_keys(data["internal_states"][0]) -
+                                                                      set(data))
+            else:
+                shape[f"GET {path} keys"] = sorted(_keys(data))
+        if path == "/metrics" and status == 200:
+            shape["metrics families"] = sorted({line.split("{")[0].split(" ")[0] for line in body.decode().splitlines()
+                                                if line.startswith("sglang:")})
+    name = model or json.loads(request(port, "GET", "/v1/models")[2])["data"][0]["id"]
+    gen = {"text": "hello", "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}
+    status, _, body = request(port, "POST", "/generate", gen, timeout=120)
+    shape["POST /generate keys"] = sorted(_keys(json.loads(body))) if status == 200 else status
+    for path, body_ in (("/generate", {**gen, "stream": True}),
+                        ("/v1/chat/completions", {"model": name, "messages": [{"role": "user", "content": "hi"}],
+                                                  "max_tokens": 4, "stream": True,
+                                                  "stream_options": {"include_usage": True}}),
+                        ("/v1/completions", {"model": name, "prompt": "hi", "max_tokens": 4, "stream": True})):
+        status, headers, raw = request(port, "POST", path, body_, timeout=120)
+        blocks = [b for b in raw.decode().split("\n\n") if b.strip()]
+        shape[f"POST {path} stream content-type"] = headers.get("content-type", "").split(";")[0]
+        shape[f"POST {path} stream framing"] = sorted({b.split(":", 1)[0] for b in blocks})
+        shape[f"POST {path} stream ends with [DONE]"] = bool(blocks) and blocks[-1].strip() == "data: [DONE]"
+        events = [json.loads(b[6:]) for b in blocks if b.startswith("data: {")]
+        shape[f"POST {path} stream event keys"] = sorted(set().union(*(_keys(e) for e in events)) if events else [])
+    chat = {"model": name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    status, _, body = request(port, "POST", "/v1/chat/completions", chat, timeout=120)
+    shape["POST /v1/chat/completions keys"] = sorted(_keys(json.loads(body))) if status == 200 else status
+    status, _, body = request(port, "POST", "/generate", {"text": "x", "sampling_params": {"max_new_tokens": -5}})
+    shape["POST /generate bad request status"] = status
+    return shape
+
+
+def shape_diff(stand_in: dict, real: dict) -> dict:
+    """Per item: what only the real server has, what only the stand-in has, or both values when they differ."""
+    out = {}
+    for key in sorted(set(stand_in) | set(real)):
+        a, b = stand_in.get(key), real.get(key)
+        if isinstance(a, list) and isinstance(b, list):
+            only_real, only_stand_in = sorted(set(b) - set(a)), sorted(set(a) - set(b))
+            if only_real or only_stand_in:
+                out[key] = {"only real": only_real, "only stand-in": only_stand_in}
+        elif a != b:
+            out[key] = {"stand-in": a, "real": b}
+    return out
