@@ -10,12 +10,14 @@ becomes ``Unknown`` with a reason an engineer can act on.
 - ``modules_for(tree)``: the parse cache of one tree;
 - ``class_fields(...)``: dataclass fields, inherited ones first;
 - ``Evaluator``: guards against server args, defaults and config.json;
-- ``constant(...)``: the value of a constant expression, or NotConstant.
+- ``constant(...)``: the value of a constant expression, or NotConstant;
+- ``index_of(modules)``: the persistent index of a tree (``index.py``), facts kept between runs.
 """
 
 from .environment import Environment
 from .evaluator import Evaluator, NotConstant, constant, constant_named, plain_constant
 from .fields import built_attribute, class_fields
+from .index import MISSING, SourceIndex, index_of
 from .modules import ModuleInfo, Modules, dotted, modules_for, param_names
 from .scope import Env, Scope, Thunk, const
 from .values import Members, Partial, Unknown, has_unknown, render, truth, unknown
@@ -24,12 +26,14 @@ __all__ = [
     "Env",
     "Environment",
     "Evaluator",
+    "MISSING",
     "Members",
     "ModuleInfo",
     "Modules",
     "NotConstant",
     "Partial",
     "Scope",
+    "SourceIndex",
     "Thunk",
     "Unknown",
     "built_attribute",
@@ -39,6 +43,7 @@ __all__ = [
     "constant_named",
     "dotted",
     "has_unknown",
+    "index_of",
     "modules_for",
     "param_names",
     "plain_constant",

@@ -82,6 +82,7 @@ class Evaluator(Statements):
         # Values at launch (the command line and its defaults) of shadowed fields, with how each is known.
         self.initial = dict(initial or {})
         self._global_memo: dict[tuple[str, str], object] = {}
+        self.scratch: dict[str, object] = {}  # per-evaluation caches of the layers above (provenance's walks)
 
     # ---- notes
 

@@ -97,9 +97,8 @@ def _call_paths(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Eva
         return [[]]
     paths = []
     for _caller, stmt in sites:
-        caller_chain = _ancestors(stmt, parents)
-        walk = _Walk(module, caller_chain, ev)
-        walk.run()
+        walk = _caller_walk(module, stmt, parents, ev)
+        caller_chain = walk.chain
         where = _qualname(caller_chain)
         mine = [replace(g, kind="caller", where=f"{where}:{stmt.lineno}") for g in walk.guards + walk.inner_guards]
         mine = mine or [Guard(text=f"{where} calls {func.name}()", line=stmt.lineno, result=True,
@@ -126,8 +125,7 @@ def _bindings(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Evalu
     call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _called_name(n) == func.name), None)
     if call is None or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None
-    caller = _Walk(module, _ancestors(stmt, parents), ev)
-    caller.run()
+    caller = _caller_walk(module, stmt, parents, ev)
     if caller.env is None:
         return None
     params = param_names(func)
@@ -139,6 +137,21 @@ def _bindings(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Evalu
     out.update({k.arg: ev.lazy(lambda node=k.value: ev.ev(node, env), k.value.lineno) for k in call.keywords
                 if k.arg in params})
     return out
+
+
+def _caller_walk(module: ModuleInfo, stmt: ast.stmt, parents: dict, ev: Evaluator | None) -> _Walk:
+    """The walk down to a calling statement, done once per evaluator: every write reached through
+    the same call (22 sites under one ``self._handle_x()``) shares it. The environment is persistent
+    (each step makes a new Env of memoized thunks), so sharing it changes no value."""
+    scratch = getattr(ev, "scratch", None)
+    memo = scratch.setdefault("caller_walks", {}) if isinstance(scratch, dict) else {}  # {id(stmt): (stmt, walk)}
+    hit = memo.get(id(stmt))
+    if hit is not None and hit[0] is stmt:
+        return hit[1]
+    walk = _Walk(module, _ancestors(stmt, parents), ev)
+    walk.run()
+    memo[id(stmt)] = (stmt, walk)
+    return walk
 
 
 def _called_name(call: ast.Call) -> str | None:

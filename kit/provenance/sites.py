@@ -7,7 +7,7 @@ import re
 import weakref
 from dataclasses import dataclass
 
-from kit._pysource import ModuleInfo, Modules, modules_for
+from kit._pysource import MISSING, ModuleInfo, Modules, index_of, modules_for
 
 _WRITER_CALL = re.compile(r"(declare|override|resolution|replace)", re.I)
 
@@ -20,6 +20,7 @@ class TreeIndex:
         self._modules = weakref.ref(modules)
         self._candidates: dict[str, list[str]] = {}
         self._parents: dict[str, dict[int, ast.AST]] = {}
+        self._full_parents: dict[str, dict[int, ast.AST]] = {}
         self._setters: dict[str, dict[str, tuple[int | None, int, int]]] = {}
         self._calls: dict[str, dict[str, list]] = {}
 
@@ -35,8 +36,20 @@ class TreeIndex:
         """Files that mention the field and hold text that could write it (most only read it)."""
         key = ".".join(parts)
         if key not in self._candidates:
-            self._candidates[key] = [p for p in self._search(parts) if not _is_test_path(p)]
+            self._candidates[key] = self.stored("candidates", key, lambda: [
+                p for p in self._search(parts) if not _is_test_path(p)], _is_paths)
         return self._candidates[key]
+
+    def stored(self, section: str, key: str, compute, check=lambda found: True):
+        """A fact of the tree from its persistent index (kit._pysource.index), computed and stored once;
+        a stored value that fails ``check`` (a hand-edited file) is computed again."""
+        index = index_of(self.modules)
+        found = index.get(section, key) if index is not None else MISSING
+        if found is MISSING or not _passes(check, found):
+            found = compute()
+            if index is not None:
+                index.put(section, key, found)
+        return found
 
     def _search(self, parts: list[str]) -> list[str]:
         grep = getattr(self.tree, "grep", None)
@@ -50,22 +63,122 @@ class TreeIndex:
         return [p for p in self.modules.files("**/*.py") if parts[0] in text(p) and rx.search(text(p))]
 
     def parents(self, module: ModuleInfo) -> dict[int, ast.AST]:
+        """{id(statement): its parent} (a statement, an except handler, a match case or the module):
+        the chains guards are read along. Statements only; a Call's parents are in ``_all_parents``."""
         if module.path not in self._parents:
-            self._parents[module.path] = {
-                id(child): node for node in ast.walk(module.tree) for child in ast.iter_child_nodes(node)
-            }
+            self._parents[module.path] = _statement_parents(module.tree)
         return self._parents[module.path]
 
     def calls(self, module: ModuleInfo) -> dict[str, list[tuple[ast.AST, ast.stmt]]]:
         if module.path not in self._calls:
-            self._calls[module.path] = calls_in(module, self.parents(module))
+            found = None
+            if index_of(self.modules) is not None:  # as positions in the index, found again in this parse
+                found = _calls_at(module, self.stored("calls", module.path, lambda: _call_positions(
+                    calls_in(module, self._all_parents(module)))))
+            self._calls[module.path] = found if found is not None else calls_in(module, self._all_parents(module))
         return self._calls[module.path]
 
     def setters(self, module: ModuleInfo) -> dict[str, tuple[int | None, int, int]]:
         if module.path not in self._setters:
-            found = _find_setters(module, self.parents(module)) if "setattr(" in module.text else {}
-            self._setters[module.path] = found
+            self._setters[module.path] = self.stored("setters", module.path, lambda: (
+                _find_setters(module, self._all_parents(module)) if "setattr(" in module.text else {}), _is_setters)
         return self._setters[module.path]
+
+    def _all_parents(self, module: ModuleInfo) -> dict[int, ast.AST]:
+        """Every node's parent, expressions included: what finding calls and setters needs, once per module."""
+        if module.path not in self._full_parents:
+            self._full_parents[module.path] = {
+                id(child): node for node in ast.walk(module.tree) for child in ast.iter_child_nodes(node)}
+        return self._full_parents[module.path]
+
+
+def _passes(check, found) -> bool:
+    try:
+        return bool(check(found))
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return False
+
+
+def _is_paths(found) -> bool:
+    return isinstance(found, list) and all(isinstance(p, str) for p in found)
+
+
+def _is_setters(found) -> bool:
+    return isinstance(found, dict) and all(
+        isinstance(name, str) and isinstance(spec, tuple) and len(spec) == 3
+        and all(i is None or type(i) is int for i in spec) for name, spec in found.items())
+
+
+def _statement_parents(tree: ast.Module) -> dict[int, ast.AST]:
+    """The parent of every statement, handler and case: what ``ast.walk`` would give them, for a tenth of
+    the cost (statements never sit inside expressions)."""
+    out: dict[int, ast.AST] = {}
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                for child in block:
+                    out[id(child)] = node
+                    todo.append(child)
+    return out
+
+
+def _where(node: ast.AST) -> list:
+    return [type(node).__name__, getattr(node, "lineno", -1), getattr(node, "col_offset", -1)]
+
+
+def _call_positions(calls: dict[str, list[tuple[ast.AST, ast.AST]]]) -> dict[str, list[list]]:
+    """calls_in() as plain data: each (function, statement) by node type, line and column."""
+    return {name: [[*_where(fn), *_where(stmt)] for fn, stmt in pairs] for name, pairs in calls.items()}
+
+
+def _calls_at(module: ModuleInfo, stored) -> dict[str, list[tuple[ast.AST, ast.AST]]] | None:
+    """_call_positions() back to the nodes of this parse; None when a position names no node."""
+    if not isinstance(stored, dict):
+        return None
+    nodes = {}
+    for node in _statement_nodes(module.tree):
+        nodes[(type(node).__name__, node.lineno, node.col_offset)] = node
+    out: dict[str, list] = {}
+    try:
+        for name, pairs in stored.items():
+            found = out.setdefault(name, [])
+            for fn_type, fn_line, fn_col, kind, line, col in pairs:
+                fn = nodes.get((fn_type, fn_line, fn_col))
+                stmt = nodes.get((kind, line, col)) or _outside_body(fn, kind, line, col)
+                if fn is None or stmt is None:
+                    return None
+                found.append((fn, stmt))
+    except (TypeError, ValueError):
+        return None
+    return out
+
+
+def _statement_nodes(tree: ast.Module):
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                todo.extend(block)
+
+
+def _outside_body(fn: ast.AST | None, kind: str, line: int, col: int) -> ast.AST | None:
+    """A node of a call made in a function's header (a decorator, a default), which is no statement."""
+    if fn is None:
+        return None
+    if kind == "arguments":
+        return fn.args
+    for part in [*fn.decorator_list, fn.args, *([fn.returns] if fn.returns is not None else [])]:
+        for node in ast.walk(part):
+            if type(node).__name__ == kind and getattr(node, "lineno", -1) == line and getattr(node, "col_offset", -1) == col:
+                return node
+    return None
 
 
 def index_for(tree) -> TreeIndex:
