@@ -1,0 +1,266 @@
+"""The practice library (kit.practice, `sgl-kit practice`, notebooks/06_practice) over the real corpus.
+
+Every case folder of data/incidents/ is checked: its files, its URL, its keys, and its evidence
+against the sha256 manifest recorded when the case was made, so an edit to posted evidence fails
+here. The notebook is executed with papermill for three cases of different kinds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import kit.practice as practice
+from kit.errors import PracticeError
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "data" / "incidents"
+CASES = sorted(p for p in CORPUS.iterdir() if (p / "case.yaml").is_file())
+NOTEBOOK = ROOT / "notebooks" / "06_practice.ipynb"
+SGL_KIT = shutil.which("sgl-kit", path=str(Path(sys.executable).parent)) or "sgl-kit"
+KEYS = ("id", "url", "version", "cause", "evidence_shows_cause", "kit_can_detect", "fix", "misreads", "evidence",
+        "title", "difficulty", "answer", "settle")
+
+
+def sgl_kit(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([SGL_KIT, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, env=env)
+
+
+# -- every case folder -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.name for p in CASES])
+def test_every_case_folder_has_what_the_practice_needs(path):
+    data = yaml.safe_load((path / "case.yaml").read_text())
+    assert [k for k in KEYS if k not in data] == [], path.name
+    assert data["id"] == path.name
+    source = (path / "source.md").read_text()
+    urls = re.findall(r"https://\S+", source)
+    assert data["url"] in urls and data["url"].startswith("https://"), path.name
+    assert data["difficulty"] in practice.DIFFICULTIES
+    assert data["answer"] in {c.id for c in practice.choices()} | {"not-stated"}, data["answer"]
+    assert data["title"].strip() and "\n" not in data["title"] and len(data["title"]) <= 90
+    case = practice.load(path.name)
+    assert case.files, f"{path.name}: no evidence file"
+    for name, _, text in case.evidence():
+        assert text.strip(), f"{path.name}/{name} is empty"
+    assert practice.verify_evidence(case) == [], "evidence differs from evidence.sha256"
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.name for p in CASES])
+def test_showing_a_case_keeps_the_answer_back(path):
+    case = practice.load(path.name)
+    shown = case.text() + json.dumps(case.to_dict())
+    assert case.url not in shown and "stated_cause" not in shown
+    assert case.cause.startswith(("not stated", "none")) or case.cause not in shown
+    assert all(text.rstrip() in shown for _, _, text in case.evidence())  # and the evidence whole
+    told = case.to_dict(answer=True)
+    assert told["url"] == case.url and told["stated_cause"] == case.stated_cause
+
+
+def test_the_corpus_has_cases_of_every_difficulty_and_answer_kind():
+    found = practice.cases()
+    assert len(found) == len(CASES) >= 20
+    assert {c.difficulty for c in found} == set(practice.DIFFICULTIES)
+    answers = {c.answer for c in found}
+    assert {"something-else", "nothing-wrong", "not-stated"} <= answers
+    assert answers - {"something-else", "nothing-wrong", "not-stated"}, "no case a doctor rule names"
+
+
+def test_an_edit_to_posted_evidence_is_caught(tmp_path):
+    copy = tmp_path / "incidents"
+    shutil.copytree(CORPUS / "sglang-1338-decode-only", copy / "sglang-1338-decode-only")
+    case = practice.load("sglang-1338-decode-only", corpus=copy)
+    assert practice.verify_evidence(case) == []
+    log = copy / "sglang-1338-decode-only" / "server.log"
+    log.write_text(log.read_text().replace("23.83", "23.38"))
+    assert any("changed since it was recorded" in p for p in practice.verify_evidence(case))
+    (copy / "sglang-1338-decode-only" / "extra.txt").write_text("a file nobody recorded\n")
+    again = practice.load("sglang-1338-decode-only", corpus=copy)
+    assert any("extra.txt: not in evidence.sha256" in p for p in practice.verify_evidence(again))
+    (copy / "sglang-1338-decode-only" / "evidence.sha256").unlink()
+    assert practice.verify_evidence(again) == ["sglang-1338-decode-only: no evidence.sha256"]
+
+
+# -- the library ----------------------------------------------------------------------------------------
+
+
+def test_load_by_name_random_and_the_errors(tmp_path, monkeypatch):
+    assert practice.load("random", seed=5).name == practice.load("random", seed=5).name
+    assert len({practice.load("random", seed=s).name for s in range(12)}) > 3
+    with pytest.raises(PracticeError) as err:
+        practice.load("sglang-3855")
+    assert "sglang-3855-docker-image-flags" in err.value.hint and "practice list" in err.value.hint
+    missing = tmp_path / "nowhere"
+    with pytest.raises(PracticeError) as err:
+        practice.load("random", corpus=missing)
+    assert str(missing) in err.value.message and "data/incidents/" in err.value.hint
+    assert "SGL_KIT_CORPUS" in err.value.hint and "--corpus DIR" in err.value.cli_hint
+    shutil.copytree(CORPUS / "sglang-29575-ready-line-fine", tmp_path / "mine" / "sglang-29575-ready-line-fine")
+    monkeypatch.setenv(practice.CORPUS_ENV, str(tmp_path / "mine"))
+    assert [c.name for c in practice.cases()] == ["sglang-29575-ready-line-fine"]
+
+
+def test_the_hypotheses_are_the_doctors_rules_and_two_more():
+    from kit.doctor import RULES
+
+    known = practice.choices()
+    assert [c.title for c in known[:-2]] == list(dict.fromkeys(r.title for r in RULES))
+    assert [c.id for c in known[-2:]] == ["something-else", "nothing-wrong"]
+    assert practice.choice_of("radix-cache-off").id == "radix-cache-off"
+    assert practice.choice_of(RULES[0].title).id == RULES[0].id
+    assert practice.choice_of("something else").id == "something-else"
+    assert practice.choice_of("Nothing is wrong").id == "nothing-wrong"
+    assert practice.choice_of("") is None
+    with pytest.raises(PracticeError) as err:
+        practice.choice_of("radix-cache")
+    assert "radix-cache-off" in err.value.hint
+
+
+def test_grading_a_healthy_server_and_a_thread_without_a_cause():
+    fine = practice.load("sglang-10053-fine-single-stream")
+    d = practice.run_doctor(fine)
+    assert d.findings == []
+    v = practice.verdict(fine, d, "nothing is wrong")
+    assert (v.trainee.outcome, v.doctor.outcome) == ("right", "right")
+    assert practice.verdict(fine, d, "radix-cache-off").trainee.outcome == "wrong"
+    assert practice.verdict(fine, d).trainee.outcome == "ungraded"
+    unstated = practice.load("sglang-1872-engine-kwargs")
+    v = practice.verdict(unstated, practice.run_doctor(unstated), "something else")
+    assert (v.trainee.outcome, v.doctor.outcome) == ("ungraded", "ungraded")
+
+
+def test_the_doctor_names_a_cause_sglang_logged():
+    """sgl-project/sglang#38846: sglang's own line says it capped the running requests; the doctor,
+    reading the post as a paste, names it, and the reveal carries the link and the fix."""
+    case = practice.load("sglang-38846-mamba-cap-notice")
+    d = practice.run_doctor(case)
+    v = practice.verdict(case, d, case.answer)
+    assert (v.trainee.outcome, v.doctor.outcome) == ("right", "right"), v
+    told = practice.reveal(case)
+    assert told.url == "https://github.com/sgl-project/sglang/issues/38846" and "mamba" in told.fix
+    assert told.answer.id == case.answer
+
+
+def test_settle_joins_the_case_note_and_the_doctors_open_questions():
+    case = practice.load("sglang-13275-detokenizer-empty-token")
+    d = practice.run_doctor(case)
+    items = practice.settle(case, d).items
+    assert items[0] == case.settle
+    assert [i.removeprefix("the doctor asks: ") for i in items[1:]] == d.open_questions
+
+
+def test_hit_rate_over_the_whole_corpus():
+    result = practice.hit_rate()
+    assert [r["case"] for r in result["cases"]] == [p.name for p in CASES]
+    for row in result["cases"]:
+        if row["answer"] == "not-stated":
+            assert row["doctor"] == "ungraded"
+        elif row["answer"] == "nothing-wrong":
+            assert row["doctor"] == ("right" if not row["named"] else "other")
+        elif row["answer"] != "something-else":
+            assert (row["doctor"] == "right") == (row["answer"] in row["named"])
+    assert result["graded"] == sum(r["doctor"] != "ungraded" for r in result["cases"])
+    assert result["rate"] == result["right"] / result["graded"]
+
+
+# -- the command line -----------------------------------------------------------------------------------
+
+
+def test_practice_list_show_reveal():
+    listing = sgl_kit("practice", "list")
+    assert listing.returncode == 0, listing.stderr
+    for path in CASES:
+        case = practice.load(path.name)
+        row = next(line for line in listing.stdout.splitlines() if line.startswith(case.name + " "))
+        assert case.difficulty in row and case.title in row
+    rows = json.loads(sgl_kit("practice", "list", "--json").stdout)
+    assert {r["name"] for r in rows} == {p.name for p in CASES} and all(r["gpu"] and r["version"] for r in rows)
+    show = sgl_kit("practice", "show", "sglang-3855-docker-image-flags")
+    assert show.returncode == 0 and "lmsysorg/sglang:dev" in show.stdout
+    assert "github.com" not in show.stdout and "practice reveal sglang-3855-docker-image-flags" in show.stdout
+    reveal = sgl_kit("practice", "reveal", "sglang-3855-docker-image-flags", "--json")
+    data = json.loads(reveal.stdout)
+    assert data["url"] == "https://github.com/sgl-project/sglang/issues/3855" and data["settle"]
+    assert data["doctor"] in ("right", "missed", "other") and data["answer"] == "something-else"
+
+
+def test_practice_errors_are_one_line_with_a_hint(tmp_path):
+    proc = sgl_kit("practice", "show", "sglang-3855")
+    assert proc.returncode == 2 and "did you mean sglang-3855-docker-image-flags" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = sgl_kit("practice", "list", "--corpus", str(tmp_path))
+    assert proc.returncode == 2 and str(tmp_path) in proc.stderr and "--corpus DIR" in proc.stderr
+
+
+def test_practice_list_into_head():
+    """`sgl-kit practice list | head -n 2`: two lines, and no traceback when head closes the pipe."""
+    kit_proc = subprocess.Popen([SGL_KIT, "practice", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+    head = subprocess.run(["head", "-n", "2"], stdin=kit_proc.stdout, capture_output=True, text=True, timeout=120)
+    kit_proc.stdout.close()
+    err = kit_proc.stderr.read().decode()
+    assert kit_proc.wait(timeout=120) in (0, 141) and err == ""
+    assert head.returncode == 0 and len(head.stdout.splitlines()) == 2
+
+
+# -- the notebook -----------------------------------------------------------------------------------
+
+
+def test_the_practice_notebook_is_not_part_of_the_demo():
+    from kit.demo import NOTEBOOKS
+
+    assert not any("06_practice" in str(n) for n in NOTEBOOKS)
+
+
+KINDS = [
+    # sglang said it in its log, and a doctor rule names it
+    pytest.param("sglang-38846-mamba-cap-notice", "running-requests-capped", ("right", "right"), id="logged-cause"),
+    # a healthy server: nothing to find
+    pytest.param("sglang-10053-fine-single-stream", "nothing is wrong", ("right", "right"), id="healthy"),
+    # a code bug the evidence cannot show, and a wrong guess
+    pytest.param("sglang-13275-detokenizer-empty-token", "radix-cache-off", ("wrong", "missed"), id="beyond-rules"),
+]
+
+
+@pytest.mark.parametrize(("name", "hypothesis", "outcomes"), KINDS)
+def test_the_practice_notebook_runs_a_case(tmp_path, name, hypothesis, outcomes):
+    import papermill
+
+    out = tmp_path / f"06_practice-{name}.ipynb"
+    papermill.execute_notebook(str(NOTEBOOK), str(out), kernel_name="python3", progress_bar=False,
+                               cwd=str(NOTEBOOK.parent), parameters={"case": name, "hypothesis": hypothesis})
+    cells = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
+    texts = ["".join("".join(o.get("data", {}).get("text/html", o.get("text", ""))) for o in c.get("outputs", []))
+             for c in cells]
+    case = practice.load(name)
+    reveal_at = next(i for i, c in enumerate(cells) if "practice.reveal(" in "".join(c["source"]))
+    before = "".join(texts[:reveal_at])
+    assert case.url not in before and case.cause not in before  # the answer stays back until the reveal
+    assert "stated cause" not in before
+    first = case.evidence()[0][2].splitlines()[0]
+    assert first.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#x27;") \
+        .replace('"', "&quot;") in before
+    assert case.url in texts[reveal_at]
+    verdict = "".join(texts[reveal_at + 1:])
+    assert f"you: {outcomes[0]}" in verdict and f"the doctor: {outcomes[1]}" in verdict
+    assert "settled it faster" in verdict
+
+
+def test_a_case_not_yet_written_up_for_practice_is_listed_and_marked(tmp_path):
+    """A case folder copied in with only the readers' keys: listed as unrated, graded by nobody; the
+    folder check above is what asks for its practice keys."""
+    dest = tmp_path / "incidents" / "sglang-1338-decode-only"
+    shutil.copytree(CORPUS / "sglang-1338-decode-only", dest)
+    text = (dest / "case.yaml").read_text()
+    (dest / "case.yaml").write_text(re.sub(r"^(title|difficulty|answer|settle):.*\n", "", text, flags=re.M))
+    [case] = practice.cases(tmp_path / "incidents")
+    assert (case.difficulty, case.answer) == ("unrated", "not-stated") and "no practice title" in case.title
