@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from ._paths import cache_dir
-from .errors import PackageNotFound, SourceError, SourceInputError
+from .errors import NotGiven, PackageNotFound, SourceError, SourceInputError
 
 __all__ = ["cached_wheel", "download_wheel", "install_package_source", "norm_dist", "unzip_wheel", "wheel"]
 
@@ -75,7 +75,7 @@ def wheel(package: str, version: str, wheels: Path | None = None) -> Path:
 
 def install_package_source(
     package: str = "sglang",
-    version: str = "0.5.11",
+    version: str | None = None,
     prefix: str | os.PathLike = "",
     python_tag: str = "python3.12",
     cache_dir: str | os.PathLike | None = None,
@@ -88,6 +88,9 @@ def install_package_source(
     Returns the package directory. A marker file makes repeated calls free; a
     different version already installed at the prefix is removed first.
     """
+    if not version:
+        raise NotGiven(f"install_package_source needs the version of {package} to unpack, and none was given",
+                       hint="pass version=: the one the server runs (its log, /server_info, or `pip show` there)")
     if not prefix:
         raise SourceInputError("install_package_source needs prefix=, e.g. a lab directory")
     if not isinstance(package, str) or not _IDENT.match(package):

@@ -9,6 +9,10 @@ outputs a colleague pasted.
 - ``parse_p2p(text)``: ``nvidia-smi topo -p2p r`` (or ``rw``): peer access per GPU pair;
 - ``read_hardware(host, server)``: all of it on a live host, plus the server's NCCL_/CUDA_/
   SGLANG_ variables and the versions of torch, sglang and the driver.
+- ``match_gpu(name)``: the entry of the GPU table (``kit/data/gpus.yaml``: datasheet bandwidth,
+  memory, SM or gfx target, dense BF16, each with its source) for a name as nvidia-smi, rocm-smi or
+  torch print it, or None. The kit's one matcher: the dry-run's ``--gpu``, the roofline and
+  ``Hardware.profile`` use it; ``gpu_profile(name)`` is the same with an UnknownGPU error.
 
 Nothing here knows about SGLang flags: the doctor (kit.doctor) reads these facts.
 """
@@ -18,12 +22,15 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from ._secrets import redact_env
 from .errors import ParseError
 
-__all__ = ["GPU", "Hardware", "P2P", "Topology", "link_rank", "parse_p2p", "parse_query_csv", "parse_smi",
-           "parse_topo", "read_hardware"]
+__all__ = ["GPU", "GpuProfile", "Hardware", "P2P", "Topology", "gpu_profile", "gpu_profiles", "link_rank",
+           "match_gpu", "parse_p2p", "parse_query_csv", "parse_smi", "parse_topo", "read_hardware"]
 
 QUERY = ("name,memory.total,clocks.max.sm,driver_version,pcie.link.gen.max,pcie.link.width.current,"
          "index,pci.bus_id,compute_cap")
@@ -108,6 +115,22 @@ class Hardware:
         names = {g.name for g in self.gpus}
         return names.pop() if len(names) == 1 else None
 
+    @property
+    def profile(self) -> GpuProfile | None:
+        """The GPU table's entry for these GPUs (one model), or None: unknown, mixed, or no GPU."""
+        return match_gpu(self.gpu_name) if self.gpu_name else None
+
+    def table_line(self) -> str:
+        """What the GPU table says of these GPUs, or that it does not know them (and how to add them)."""
+        if not self.gpu_name:
+            return ""
+        p = self.profile
+        if p is None:
+            return (f"{self.gpu_name!r} is not in the kit's GPU table: bandwidth unknown; add it to "
+                    f"kit/data/gpus.yaml with its datasheet (`sgl-kit dryrun gpus` lists the known ones)")
+        flops = f", {p.bf16_tflops:g} TFLOP/s bf16" if p.bf16_tflops else ""
+        return f"{p.key}: {p.arch}, {p.memory_gb:g} GB, {p.bandwidth_gbs:g} GB/s{flops} (datasheet {p.source})"
+
     def __repr__(self) -> str:
         if not self.gpus:
             return f"<Hardware {self.host}: {self.note or 'no GPU'}>"
@@ -123,6 +146,8 @@ class Hardware:
         memory = self.gpus[0].memory_total_mib
         lines = [f"hardware  {gpus}" + (f", {memory} MiB each" if memory else "")
                  + (f"; driver {self.driver}" if self.driver else "") + (f", CUDA {self.cuda}" if self.cuda else "")]
+        if self.gpu_name:
+            lines.append(f"table     {self.table_line()}")
         if self.topology is not None and len(self.topology.gpus) > 1:
             pairs = ", ".join(f"{k} {v}" for k, v in list(self.topology.gpu_links().items())[:6])
             lines.append(f"links     {pairs}" + (" ..." if len(self.topology.gpu_links()) > 6 else ""))
@@ -330,12 +355,6 @@ def read_hardware(host, server=None, timeout: float = 30.0) -> Hardware:
     return hw
 
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH", re.I)
-
-
-def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """The variables with the values of secret-looking names (``SGLANG_API_KEY``) replaced."""
-    return {k: ("<redacted>" if _SECRET_NAME.search(k) and v else v) for k, v in env.items()}
 
 
 def _try(parse, text: str, hw: Hardware):
@@ -352,3 +371,193 @@ def _torch_version(host, python: str | None, timeout: float) -> str | None:
     code = "import importlib.metadata as m\ntry:\n print(m.version('torch'))\nexcept Exception:\n pass"
     res = host.run([python, "-c", code], timeout=timeout)
     return res.stdout.strip() or None if res.ok else None
+
+
+# --------------------------------------------------------------------------- the GPU table
+
+
+GPUS_FILE = Path(__file__).resolve().parent / "data" / "gpus.yaml"
+_REQUIRED = ("name", "vendor", "memory_gb", "bandwidth_gbs", "bf16_tflops", "source")
+_VENDORS = {"nvidia": "sm", "amd": "gfx"}  # vendor -> the field that names its architecture
+# Words tools print around a model name: "NVIDIA ...", "Tesla T4", "NVIDIA GeForce RTX 4090", "AMD Instinct MI300X".
+_MAKER_WORDS = {"nvidia", "tesla", "geforce", "amd", "instinct"}
+# Words after the model name that do not change the GPU: rocm-smi's form factor, a virtual function.
+_TRAILING_WORDS = {"oam", "vf"}
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """One GPU model of ``kit/data/gpus.yaml``: its datasheet figures, and what sglang's probes would see."""
+
+    key: str
+    name: str
+    vendor: str
+    memory_gb: float
+    memory_mib: int
+    bandwidth_gbs: float
+    bf16_tflops: float | None
+    source: str
+    sm: int | None = None
+    gfx: str | None = None
+    note: str = ""
+    checked: str = ""
+    cuda_version: str = "12.9"
+    driver_version: str = "580.95.05"
+    names: tuple[str, ...] = field(default=(), repr=False)
+    aliases: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def hopper(self) -> bool:
+        """SM 9.x: sglang's is_sm90_supported / is_hopper_with_cuda_12_3."""
+        return self.sm is not None and self.sm // 10 == 9
+
+    @property
+    def blackwell(self) -> bool:
+        """SM 10.x-12.x: sglang's is_blackwell_supported."""
+        return self.sm is not None and self.sm // 10 in (10, 11, 12)
+
+    @property
+    def arch(self) -> str:
+        return f"SM{self.sm}" if self.sm is not None else str(self.gfx)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.name} ({self.arch}, {self.memory_mib} MiB)"
+
+    def probe_request(self) -> dict:
+        """What the inside of the dry-run needs to answer sglang's (CUDA) probes."""
+        return {"key": self.key, "name": self.name, "memory_mib": self.memory_mib, "sm": self.sm,
+                "hopper": self.hopper, "blackwell": self.blackwell, "bandwidth_gbs": self.bandwidth_gbs,
+                "bf16_tflops": self.bf16_tflops, "cuda_version": self.cuda_version,
+                "driver_version": self.driver_version}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "hopper": self.hopper, "blackwell": self.blackwell}
+
+    def __repr__(self) -> str:
+        return f"<GpuProfile {self.key}: {self.summary}>"
+
+    def _repr_html_(self) -> str:
+        return f"<code>{html.escape(repr(self)[1:-1])}</code>"
+
+
+def _words(name: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", name.lower())
+
+
+def _norm(name: str) -> str:
+    """A name as the matcher compares it: no maker words, case or punctuation ("NVIDIA RTX A6000" -> "rtxa6000")."""
+    words = _words(name)
+    while words and words[0] in _MAKER_WORDS:
+        words.pop(0)
+    words = [w for w in words if w != "geforce"]
+    while len(words) > 1 and words[-1] in _TRAILING_WORDS:
+        words.pop()
+    return "".join(words)
+
+
+def _entry(key: str, entry: dict, defaults: dict) -> GpuProfile:
+    missing = [k for k in _REQUIRED if k not in entry]
+    vendor = entry.get("vendor")
+    arch = _VENDORS.get(str(vendor))
+    if arch is None:
+        missing.append(f"a vendor of {', '.join(_VENDORS)} (not {vendor!r})")
+    elif entry.get(arch) is None:
+        missing.append(arch)
+    if entry.get("bandwidth_gbs") is None:
+        missing.append("bandwidth_gbs (a datasheet figure)")
+    if entry.get("bf16_tflops") is None and not entry.get("note"):
+        missing.append("bf16_tflops, or a note saying why there is none")
+    if missing:
+        from .errors import KitError
+
+        raise KitError(f"GPU {key!r} in {GPUS_FILE} lacks {', '.join(dict.fromkeys(missing))}",
+                       hint="every entry needs its datasheet figures and the datasheet's URL in `source`")
+    memory_gb = float(entry["memory_gb"])
+    return GpuProfile(
+        key=key, name=str(entry["name"]), vendor=str(vendor), memory_gb=memory_gb,
+        memory_mib=int(entry.get("memory_mib") or round(memory_gb * 1024)),
+        bandwidth_gbs=float(entry["bandwidth_gbs"]),
+        bf16_tflops=None if entry["bf16_tflops"] is None else float(entry["bf16_tflops"]),
+        source=str(entry["source"]), sm=None if entry.get("sm") is None else int(entry["sm"]),
+        gfx=entry.get("gfx"), note=str(entry.get("note") or ""), checked=str(entry.get("checked") or ""),
+        cuda_version=str(entry.get("cuda_version", defaults.get("cuda_version", "12.9"))),
+        driver_version=str(entry.get("driver_version", defaults.get("driver_version", "580.95.05"))),
+        names=tuple(str(n) for n in entry.get("names") or ()),
+        aliases=tuple(str(a) for a in entry.get("aliases") or ()),
+    )
+
+
+@lru_cache(maxsize=1)
+def _table() -> tuple[dict[str, GpuProfile], dict[str, str], dict[str, str]]:
+    """The profiles by key; the names tools print (normalised) to their key; the keys and aliases to theirs.
+
+    A spelling two entries share is an error: every name belongs to one GPU.
+    """
+    import yaml
+
+    data = yaml.safe_load(GPUS_FILE.read_text())
+    defaults = data.get("defaults") or {}
+    profiles = {str(key): _entry(str(key), entry, defaults) for key, entry in (data.get("gpus") or {}).items()}
+    printed: dict[str, str] = {}
+    short: dict[str, str] = {}
+    for profile in profiles.values():
+        for table, spellings in ((printed, (profile.name, *profile.names)), (short, (profile.key, *profile.aliases))):
+            for spelling in {_norm(n) for n in spellings}:
+                if table.setdefault(spelling, profile.key) != profile.key:
+                    from .errors import KitError
+
+                    raise KitError(f"{GPUS_FILE}: {spelling!r} names both {table[spelling]} and {profile.key}",
+                                   hint="each name or alias must belong to one GPU")
+    return profiles, printed, short
+
+
+def gpu_profiles() -> dict[str, GpuProfile]:
+    """Every GPU of the table by key, in the file's order."""
+    return dict(_table()[0])
+
+
+def match_gpu(name: str | GpuProfile | None) -> GpuProfile | None:
+    """The table's entry for a GPU name as ``nvidia-smi``, ``rocm-smi`` or torch print it, or a key; None if unknown.
+
+    The one matcher of the kit (the dry-run's ``--gpu``, the roofline, the hardware evidence). It ignores case,
+    punctuation and the maker words tools add ("NVIDIA", "Tesla", "GeForce", "AMD Instinct"), and the form
+    factor rocm-smi appends ("OAM", "VF"). It reads rocm-smi's "Arcturus GL-XL [AMD Instinct MI100]" by its
+    bracket. A name nvidia-smi's table cut short ("NVIDIA RTX PRO 6000 Blac...") matches when one GPU has
+    that beginning. Memory sizes and PCIe/SXM/NVL are part of the names, so they are never confused.
+    """
+    if isinstance(name, GpuProfile):
+        return name
+    if not name or not str(name).strip():
+        return None
+    profiles, printed, short = _table()
+    text = str(name).strip()
+    for candidate in [text] + re.findall(r"\[([^\]]+)\]", text):
+        # A name as a tool prints it ("NVIDIA H100 ...") is looked up among printed names only, so that a
+        # model the table lacks is not taken for the entry whose short key it resembles ("h100").
+        as_printed = bool(_words(candidate)) and _words(candidate)[0] in _MAKER_WORDS
+        key = printed.get(_norm(candidate)) or (None if as_printed else short.get(_norm(candidate)))
+        if key:
+            return profiles[key]
+    cut = re.match(r"(.+?)\s*(\.\.\.|…)$", text)
+    if cut and len(_norm(cut.group(1))) >= 4:
+        start = _norm(cut.group(1))
+        keys = {k for spelling, k in printed.items() if spelling.startswith(start)}
+        if len(keys) == 1:
+            return profiles[keys.pop()]
+    return None
+
+
+def gpu_profile(name: str | GpuProfile) -> GpuProfile:
+    """``match_gpu``, with an UnknownGPU error (naming the GPU and how to add it) when the table has no entry."""
+    found = match_gpu(name)
+    if found is not None:
+        return found
+    from .errors import UnknownGPU
+
+    known = ", ".join(gpu_profiles())
+    raise UnknownGPU(
+        f"unknown GPU {str(name)!r}: the kit's GPU table has no entry for it, so its bandwidth is unknown "
+        f"(known: {known})",
+        hint=f"give one of those keys (`sgl-kit dryrun gpus` lists them with their names), or add the GPU to "
+             f"{GPUS_FILE}: the name nvidia-smi prints, its datasheet figures and the datasheet's URL")

@@ -1,23 +1,18 @@
 """What changes when you upgrade sglang: one launch, resolved by two or more versions, side by side.
 
-``upgrade_diff(flags, versions=["0.5.11", "0.5.23"], model=..., gpu="a6000", tp=2)`` runs the
+``upgrade_diff(flags, versions=["0.5.11", "0.5.23"], model=..., gpu="h100", tp=2)`` runs the
 launch through each version's own argument resolution (the dry-run, ``kit.dryrun``: sglang's
 ``ServerArgs.__post_init__`` on CPU) and returns an :class:`UpgradeDiff`:
 
 - ``rows``: every effective setting that differs, with the code site in each version that set it
   (the dry-run's ``changes``), or ``asked`` / ``default``. A renamed flag is one row, paired through
-  its lineage (``kit.server_args.lineage``, ``kit/data/lineage.yaml``): ``disable_piecewise_cuda_graph``
-  (0.5.12) and ``cuda_graph_config.prefill.backend`` (0.5.18) are both the prefill CUDA graph.
-- ``unparsed``: asked flags a version no longer accepts (sglang's argparse error, or its flag table
-  lacks the flag), with the new name when the lineage knows it (or both sources show a rename: same
-  help, kind, default and choices); the launch is resolved with the new name, or without the flag.
-- ``added`` / ``removed``: fields only some versions have; ``hidden``: volatile ones (``random_seed``).
-- ``missing``: versions whose dry-run environment is not built, with the command that builds it
-  (``missing="raise"`` raises EnvironmentMissing instead).
-- ``method``: ``dry-run`` or ``static`` per version. A version the dry-run cannot reach (before 0.5.6)
-  is read statically: the launch's flags over the defaults in its source (``cli_defaults`` of
-  ``kit.witness.source_tree(sglang=V)``), not resolved (no ``__post_init__`` ran); then every version
-  is read so, lest one version's startup decisions pass for upgrade changes.
+  its lineage (``kit.server_args.lineage``, ``kit/data/lineage.yaml``).
+- ``unparsed``: asked flags a version no longer accepts, with the new name when the lineage (or both
+  sources) show a rename; the launch is resolved with the new name, or without the flag.
+- ``added`` / ``removed``: fields only some versions have; ``hidden``: volatile ones (``random_seed``);
+  ``missing``: versions whose dry-run environment is not built, with the command that builds it.
+- ``method``: ``dry-run`` or ``static`` per version. A version before 0.5.6 is read statically (its
+  flags over its source's defaults, not resolved), and then so is every version.
 
 JSON (``UpgradeDiff.to_dict()``, ``sgl-kit upgrade-diff --json``)::
 
@@ -174,7 +169,7 @@ class UpgradeDiff:
     launches: dict[str, list[str]] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     model: str | None = None
-    gpu: str = "a6000"
+    gpu: str | None = None
     tp: int | None = None
     seconds: float = 0.0
 
@@ -196,7 +191,8 @@ class UpgradeDiff:
         how = "resolved by each version's own code (dry-run)" if methods == ["dry-run"] else (
             "read statically (not resolved)" if methods == ["static"] else "dry-run and static")
         if len(self.compared) < 2:
-            return f"sglang {arrow}: cannot compare, {len(self.missing)} version(s) not set up"
+            what = "; ".join(f"sglang {m['version']} is not set up here (`{m['setup']}`)" for m in self.missing)
+            return f"sglang {arrow}: cannot compare: {what or 'fewer than two versions could be read'}"
         on = f"; {f'tp {self.tp}, ' if self.tp else ''}GPU {self.gpu}" if "dry-run" in methods else ""
         renamed = sum(r.kind == "renamed" for r in self.rows)
         return (f"sglang {arrow}: {len(self.rows) - renamed} setting(s) changed, {renamed} renamed with the same "
@@ -204,6 +200,15 @@ class UpgradeDiff:
 
     def __repr__(self) -> str:
         return f"<UpgradeDiff {self.headline}>"
+
+    def save_summary(self, path: str | os.PathLike) -> Path:
+        """Add this diff's headline to a run's JSON summary (``upgrade``), keeping what is there."""
+        out = Path(path)
+        data = json.loads(out.read_text()) if out.is_file() and out.stat().st_size else {}
+        data["upgrade"] = {"headline": self.headline, "versions": self.versions, "compared": self.compared,
+                           "missing": self.missing, "changed": len(self.rows), "refused": self.refused}
+        out.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        return out
 
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -310,7 +315,7 @@ def upgrade_diff(
     versions: str | Sequence[str],
     *,
     model: str | os.PathLike | Mapping | None = None,
-    gpu: str = "a6000",
+    gpu: str | None = None,
     tp: int | None = None,
     env: Mapping[str, str] | None = None,
     method: str = "auto",
@@ -325,18 +330,18 @@ def upgrade_diff(
 
     ``flags``: sglang's flags, or a whole launch command. ``versions``: a list, or a string of versions
     separated by commas or spaces. ``model``: the model's directory, its config.json, or the config as
-    a dict (the dry-run reads only config.json). ``method``: ``auto`` (the dry-run when every version
-    can have one, else static for all), ``dry-run`` or ``static``. ``rename``: resolve a flag a
-    version no longer accepts under its new name, when known (else without it). ``setup``: build
-    missing dry-run environments first (1-2 minutes and about 1.3 GB each; ``progress`` gets each
-    step). ``missing``: ``report`` (the result lists them) or ``raise`` (EnvironmentMissing).
+    a dict (the dry-run reads only config.json). ``gpu``: the target's GPU (the dry-run needs it). ``method``:
+    ``auto`` (the dry-run when every version can have one, else static for all), ``dry-run`` or ``static``.
+    ``rename``: resolve a flag a version no longer accepts under its new name, when known (else without it).
+    ``setup``: build missing dry-run environments first (1-2 minutes and about 1.3 GB each; ``progress`` gets
+    each step). ``missing``: ``report`` (the result lists them) or ``raise`` (EnvironmentMissing).
     """
     started = time.monotonic()
     from .server_args import flag_table, server_flags
 
     names = _version_list(versions)
     tokens = _one_tp(server_flags(flags), tp)
-    out = UpgradeDiff(versions=names, flags=list(tokens), gpu=str(gpu), tp=tp,
+    out = UpgradeDiff(versions=names, flags=list(tokens), gpu=None if gpu is None else str(gpu), tp=tp,
                       model=None if model is None or isinstance(model, Mapping) else str(model))
     sides = _sides(out, _methods(names, method, out.notes), setup, progress, missing)
     live = out.compared

@@ -101,7 +101,7 @@ def test_args_diff_of_a_command_and_a_log_without_the_dry_run(tmp_path, pkg):
 def test_args_diff_resolves_the_command_with_the_dry_run(tmp_path, pkg, env_0511):
     (tmp_path / "old.cmd").write_text(INCIDENT_OLD)
     proc = sgl_kit("--json", "args", "diff", str(tmp_path / "old.cmd"), str(LOG), "--package-dir", pkg,
-                   "--model", str(MODEL))
+                   "--model", str(MODEL), "--gpu", "a6000")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["a"]["method"] == "resolved by the dry-run of sglang 0.5.11"
@@ -112,9 +112,15 @@ def test_args_diff_resolves_the_command_with_the_dry_run(tmp_path, pkg, env_0511
     assert same["disable_piecewise_cuda_graph"] == {"flag": "disable_piecewise_cuda_graph", "default": False,
                                                     "value": True, "where": "srt/server_args.py:1230"}
     text = sgl_kit("args", "diff", str(tmp_path / "old.cmd"), str(LOG), "--package-dir", pkg,
-                   "--model", str(MODEL)).stdout
+                   "--model", str(MODEL), "--gpu", "a6000").stdout
     assert "disable_piecewise_cuda_graph False -> True (srt/server_args.py:1230)" in " ".join(text.split())
     assert len(text.splitlines()) <= 25
+    # A command file does not say which GPU it ran on: without --gpu it is not resolved, and says so.
+    proc = sgl_kit("--json", "args", "diff", str(tmp_path / "old.cmd"), str(LOG), "--package-dir", pkg,
+                   "--model", str(MODEL))
+    assert proc.returncode == 0, proc.stderr
+    method = json.loads(proc.stdout)["a"]["method"]
+    assert "not resolved: no GPU given" in method and "--gpu" in method
 
 
 def test_args_diff_needs_a_flag_table_for_commands(tmp_path):

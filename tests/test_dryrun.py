@@ -27,16 +27,18 @@ CONFIG = ROOT / "tests" / "data" / "provenance" / "qwen3.6-27b" / "config.json"
 # --------------------------------------------------------------------------- GPU profiles
 
 
-def test_the_issue_s_gpus_are_profiled_with_every_figure():
+def test_the_table_keeps_the_dry_run_s_profiles_and_their_probe_figures():
     profiles = dryrun.gpu_profiles()
-    assert set(profiles) == {"a6000", "a100-40gb", "a100-80gb", "l40s", "h100", "h200", "rtx4090"}
+    assert {"a6000", "a100-40gb", "a100-80gb", "l40s", "h100", "h200", "rtx4090"} <= set(profiles)
     a6000 = profiles["a6000"]
     assert (a6000.name, a6000.memory_mib, a6000.sm, a6000.hopper, a6000.blackwell) == (
         "NVIDIA RTX A6000", 49140, 86, False, False)
+    assert (profiles["h100"].memory_mib, profiles["h100"].sm, profiles["h100"].hopper) == (81559, 90, True)
     for p in profiles.values():
-        assert p.bandwidth_gbs > 100 and p.bf16_tflops > 50, p
-        # The flags are data too; they must say what the SM says.
-        assert p.hopper == (p.sm // 10 == 9) and p.blackwell == (p.sm // 10 in (10, 11, 12)), p
+        assert p.bandwidth_gbs > 100 and (p.bf16_tflops is None or p.bf16_tflops > 50), p
+        # The flags follow the SM (an AMD entry has none: it has a gfx target instead).
+        assert p.hopper == (p.sm is not None and p.sm // 10 == 9), p
+        assert p.blackwell == (p.sm is not None and p.sm // 10 in (10, 11, 12)), p
 
 
 @pytest.mark.parametrize("name", ["a6000", "A6000", "RTX A6000", "NVIDIA RTX A6000", "rtx-a6000"])
@@ -46,7 +48,8 @@ def test_gpu_names_are_forgiving(name):
 
 def test_unknown_gpu_lists_the_known_ones():
     with pytest.raises(dryrun.UnknownGPU) as err:
-        dryrun.gpu_profile("b200")
+        dryrun.gpu_profile("NVIDIA GeForce RTX 2080 Ti")
+    assert "'NVIDIA GeForce RTX 2080 Ti'" in err.value.message and "bandwidth is unknown" in err.value.message
     for key in dryrun.gpu_profiles():
         assert key in err.value.message
     assert isinstance(err.value, KitError) and "gpus.yaml" in err.value.hint
@@ -75,7 +78,7 @@ def test_three_versions_are_supported_and_others_are_refused_clearly():
     assert {"0.5.10.post1", "0.5.11", "0.5.12"} <= set(dryrun.supported_versions())
     for version in ("0.4.0", "0.5.5", "0.6.0", "0.5.x", "../0.5.11"):
         with pytest.raises(dryrun.UnsupportedVersion) as err:
-            dryrun.dry_run("--x", model=CONFIG, sglang=version)
+            dryrun.dry_run("--x", model=CONFIG, gpu="a6000", sglang=version)
         assert repr(version) in err.value.message and "0.5.11" in err.value.message
         assert "0.5.6 <= version < 0.6" in err.value.message
         assert "Adding an sglang version" in err.value.hint
@@ -110,7 +113,7 @@ def test_sglang_s_own_pins_are_kept():
 def test_a_missing_environment_says_how_to_make_it(tmp_path, monkeypatch):
     monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path))
     with pytest.raises(dryrun.EnvironmentMissing) as err:
-        dryrun.dry_run("--speculative-algorithm EAGLE", model=CONFIG, sglang="0.5.11")
+        dryrun.dry_run("--speculative-algorithm EAGLE", model=CONFIG, gpu="a6000", sglang="0.5.11")
     assert "sgl-kit dryrun setup --sglang 0.5.11" in err.value.hint
     assert str(tmp_path) in err.value.message
 
@@ -315,9 +318,38 @@ def test_cli_lists_gpus_and_refuses_unknown_ones():
     script = Path(sys.executable).with_name("sgl-kit")
     proc = subprocess.run([script, "dryrun", "gpus"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "NVIDIA RTX A6000" in proc.stdout and "49140 MiB" in proc.stdout
-    proc = subprocess.run([script, "dryrun", "--gpu", "b200", "--model", str(CONFIG), "--", "--tp-size", "2"],
+    proc = subprocess.run([script, "dryrun", "--sglang", "0.5.11", "--gpu", "rtx2080", "--model", str(CONFIG), "--",
+                           "--tp-size", "2"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown GPU 'rtx2080'" in proc.stderr and "h100" in proc.stderr
+
+
+def test_the_gpu_and_the_version_are_required_not_defaulted(monkeypatch):
+    """No GPU or sglang version stands in for the target's: each missing one is an error saying how to give it."""
+    with pytest.raises(dryrun.NotGiven) as err:
+        dryrun.dry_run("--tp-size 2", model=CONFIG, sglang="0.5.11")
+    assert "GPU" in err.value.message and "gpu='h100'" in err.value.hint and "--gpu" in err.value.cli_hint
+    with pytest.raises(dryrun.NotGiven) as err:
+        dryrun.dry_run("--tp-size 2", model=CONFIG, gpu="h100")
+    assert "sglang version" in err.value.message and "--sglang VERSION" in err.value.cli_hint
+    script = Path(sys.executable).with_name("sgl-kit")
+    proc = subprocess.run([script, "dryrun", "--model", str(CONFIG), "--", "--tp-size", "2"],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "unknown GPU 'b200'" in proc.stderr and "h100" in proc.stderr
+    assert proc.returncode == 2 and "--sglang VERSION" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([script, "dryrun", "--sglang", "0.5.11", "--model", str(CONFIG), "--", "--tp-size", "2"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--gpu KEY" in proc.stderr and "sgl-kit dryrun gpus" in proc.stderr
+
+
+def test_an_amd_gpu_is_refused_by_the_dry_run_but_known_to_the_table():
+    mi300x = dryrun.gpu_profile("AMD Instinct MI300X")
+    assert (mi300x.vendor, mi300x.gfx, mi300x.bandwidth_gbs) == ("amd", "gfx942", 5300)
+    with pytest.raises(dryrun.DryRunError) as err:
+        dryrun.dry_run("--tp-size 2", model=CONFIG, gpu="mi300x", sglang="0.5.11")
+    assert "does not emulate ROCm" in err.value.message and "5300 GB/s" in err.value.hint
+    script = Path(sys.executable).with_name("sgl-kit")
+    proc = subprocess.run([script, "dryrun", "--sglang", "0.5.11", "--gpu", "mi300x", "--model", str(CONFIG), "--",
+                           "--tp-size", "2"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "ROCm" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # --------------------------------------------------------------------------- setup: steps, markers, failures

@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "kit" / "data" / "resolved" / "models" / "qwen3.6-27b"
 SGL_KIT = Path(sys.executable).with_name("sgl-kit")
 PIECEWISE = "disable_piecewise_cuda_graph"
+# The incident's target, given explicitly: the dry-run has no default GPU or sglang version.
+LAB = {"gpu": "a6000", "sglang": "0.5.11"}
+LAB_FLAGS = ["--sglang", LAB["sglang"], "--gpu", LAB["gpu"]]
 
 
 def _incident_flags() -> list[str]:
@@ -70,9 +73,9 @@ def _one_worker() -> dryrun.WorkerInfo:
 
 
 def test_two_launches_in_sequence_give_what_two_cold_runs_give(run_dir):
-    cold = [dryrun.dry_run(flags, model=MODEL, tp=2, warm=False) for flags in (NEW, FIXED)]
+    cold = [dryrun.dry_run(flags, model=MODEL, tp=2, **LAB, warm=False) for flags in (NEW, FIXED)]
     assert not any(r.warm for r in cold)
-    warm = [dryrun.dry_run(flags, model=MODEL, tp=2) for flags in (NEW, FIXED, NEW)]
+    warm = [dryrun.dry_run(flags, model=MODEL, tp=2, **LAB) for flags in (NEW, FIXED, NEW)]
     assert all(r.warm and r.notes == [] for r in warm)
     assert _comparable(warm[0]) == _comparable(cold[0])
     assert _comparable(warm[1]) == _comparable(cold[1])
@@ -86,10 +89,10 @@ def test_two_launches_in_sequence_give_what_two_cold_runs_give(run_dir):
 
 
 def test_a_warm_resolution_skips_the_import(run_dir):
-    dryrun.dry_run(NEW, model=MODEL, tp=2)  # starts the worker
+    dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)  # starts the worker
     pid = _one_worker().pid
     started = time.perf_counter()
-    results = dryrun.dry_run_many([NEW, FIXED], model=MODEL, tp=2)
+    results = dryrun.dry_run_many([NEW, FIXED], model=MODEL, tp=2, **LAB)
     seconds = time.perf_counter() - started
     assert all(r.warm for r in results) and _one_worker().pid == pid
     print(f"two warm resolutions in-process: {seconds:.2f}s")
@@ -98,22 +101,22 @@ def test_a_warm_resolution_skips_the_import(run_dir):
 
 def test_the_environment_variable_turns_it_off(run_dir, monkeypatch):
     monkeypatch.setenv(_worker.WARM_ENV, "0")
-    result = dryrun.dry_run(NEW, model=MODEL, tp=2)
+    result = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)
     assert not result.warm and dryrun.workers() == []
 
 
 def test_server_environment_variables_get_their_own_worker(run_dir):
-    plain = dryrun.dry_run(NEW, model=MODEL, tp=2)
-    with_env = dryrun.dry_run(NEW, model=MODEL, tp=2, env={"SGLANG_ENABLE_SPEC_V2": "0"})
+    plain = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)
+    with_env = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB, env={"SGLANG_ENABLE_SPEC_V2": "0"})
     assert plain.warm and with_env.warm and with_env.env == {"SGLANG_ENABLE_SPEC_V2": "0"}
     assert len(dryrun.workers()) == 2
-    cold = dryrun.dry_run(NEW, model=MODEL, tp=2, env={"SGLANG_ENABLE_SPEC_V2": "0"}, warm=False)
+    cold = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB, env={"SGLANG_ENABLE_SPEC_V2": "0"}, warm=False)
     assert _comparable(with_env) == _comparable(cold)
 
 
 def test_an_idle_worker_exits_by_itself(run_dir, monkeypatch):
     monkeypatch.setenv(_worker.IDLE_ENV, "2")
-    dryrun.dry_run(NEW, model=MODEL, tp=2)
+    dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)
     worker = _one_worker()
     assert worker.idle_timeout == 2
     deadline = time.monotonic() + 60
@@ -128,26 +131,26 @@ def test_an_idle_worker_exits_by_itself(run_dir, monkeypatch):
 
 
 def test_a_killed_worker_falls_back_to_a_cold_run_with_a_note(run_dir):
-    warm = dryrun.dry_run(NEW, model=MODEL, tp=2)
+    warm = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)
     worker = _one_worker()
     os.kill(worker.pid, signal.SIGKILL)
     _wait_gone(worker.pid)
-    result = dryrun.dry_run(NEW, model=MODEL, tp=2)
+    result = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)
     assert not result.warm
     (note,) = result.notes
     assert f"pid {worker.pid}" in note and "had died" in note and "ran cold" in note
     assert _comparable(result) == _comparable(warm)
-    again = dryrun.dry_run(NEW, model=MODEL, tp=2)  # the next call starts a new worker
+    again = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)  # the next call starts a new worker
     assert again.warm and again.notes == [] and _one_worker().pid != worker.pid
 
 
 def test_a_hung_worker_is_stopped_after_the_timeout_and_the_call_runs_cold(run_dir):
-    warm = dryrun.dry_run(NEW, model=MODEL, tp=2)
+    warm = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)
     worker = _one_worker()
     os.kill(worker.pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
-        result = dryrun.dry_run(NEW, model=MODEL, tp=2, timeout=15)
+        result = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB, timeout=15)
         seconds = time.monotonic() - started
     finally:
         if _pid_alive(worker.pid):
@@ -163,7 +166,7 @@ def test_a_hung_worker_is_stopped_after_the_timeout_and_the_call_runs_cold(run_d
 
 
 def test_concurrent_cli_calls_share_one_worker(run_dir):
-    argv = [str(SGL_KIT), "dryrun", "--model", str(MODEL), "--tp", "2", "--json", "--", *NEW]
+    argv = [str(SGL_KIT), "dryrun", *LAB_FLAGS, "--model", str(MODEL), "--tp", "2", "--json", "--", *NEW]
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
              for _ in range(3)]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -186,7 +189,7 @@ def test_concurrent_cli_calls_share_one_worker(run_dir):
 def test_worker_status_and_stop(run_dir, capsys):
     assert main(["dryrun", "worker"]) == 0
     assert "no warm dry-run worker is running" in capsys.readouterr().out
-    dryrun.dry_run(NEW, model=MODEL, tp=2)
+    dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB)
     pid = _one_worker().pid
     assert main(["dryrun", "worker", "status"]) == 0
     out = capsys.readouterr().out
@@ -203,7 +206,7 @@ def test_worker_status_and_stop(run_dir, capsys):
 
 
 def test_cold_flag_on_the_command_line(run_dir, capsys):
-    code = main(["dryrun", "--cold", "--model", str(MODEL), "--tp", "2", "--json", "--", *NEW])
+    code = main(["dryrun", "--cold", *LAB_FLAGS, "--model", str(MODEL), "--tp", "2", "--json", "--", *NEW])
     assert code == 0 and json.loads(capsys.readouterr().out)["warm"] is False
     assert dryrun.workers() == []
 

@@ -128,7 +128,7 @@ def test_the_json_schema(incident):
 @pytest.mark.slow
 def test_without_renaming_the_flag_is_left_out_and_the_model_may_be_a_dict(environments):
     config = json.loads((MODEL / "config.json").read_text())
-    diff = upgrade_diff(_incident_argv(), f"{FROM}, {TO}", model=config, rename=False)
+    diff = upgrade_diff(_incident_argv(), f"{FROM}, {TO}", model=config, gpu="a6000", rename=False)
     [entry] = diff.unparsed
     assert entry.action == "resolved without it" and entry.new_flag == "--mamba-radix-cache-strategy"
     assert not any(t.startswith("--mamba") for t in diff.launches[TO])
@@ -162,12 +162,12 @@ def _not_built() -> str:
 
 def test_a_version_without_an_environment_names_the_setup_command(capsys, monkeypatch):
     version = _not_built()
-    diff = upgrade_diff(["--tp-size", "2"], [FROM, version], model=MODEL)
+    diff = upgrade_diff(["--tp-size", "2"], [FROM, version], model=MODEL, gpu="a6000")
     assert version in [m["version"] for m in diff.missing]
     assert f"sgl-kit dryrun setup --sglang {version}" in diff.to_text()
     assert f"sgl-kit dryrun setup --sglang {version}" in diff._repr_html_()
     with pytest.raises(EnvironmentMissing) as raised:
-        upgrade_diff(["--tp-size", "2"], [FROM, version], model=MODEL, missing="raise")
+        upgrade_diff(["--tp-size", "2"], [FROM, version], model=MODEL, gpu="a6000", missing="raise")
     assert f"sgl-kit dryrun setup --sglang {version}" in raised.value.hint
     import kit.cli
     from kit.cli import upgrade

@@ -12,13 +12,11 @@ import json
 import shlex
 import sys
 
-from kit.errors import DryRunError
+from kit.errors import DryRunError, NotGiven
 
 from .common import emit_json, launch_options
 
 __all__ = ["add_why_options", "cmd_why_dryrun", "command_line", "register"]
-
-DEFAULT_SGLANG = "0.5.11"
 
 USAGE = "sgl-kit dryrun [setup|run|gpus|versions|worker [status|stop]] --sglang VERSION " \
         "[--model DIR_OR_CONFIG_JSON] [--gpu GPU] [--tp N] [--env K=V] [--cold] [--json] [--save FILE] " \
@@ -51,14 +49,16 @@ examples:
   sgl-kit dryrun setup --sglang 0.5.11
   sgl-kit dryrun --sglang 0.5.11 --model ./config.json --gpu a6000 --tp 2 -- \\
       --speculative-algorithm EAGLE --mamba-scheduler-strategy extra_buffer
-  sgl-kit why disable_piecewise_cuda_graph --dryrun --model ./config.json --tp 2 -- \\
+  sgl-kit why disable_piecewise_cuda_graph --dryrun --sglang 0.5.11 --gpu a6000 --model ./config.json --tp 2 -- \\
       --speculative-algorithm EAGLE --mamba-scheduler-strategy extra_buffer
 """
 
 
 def _launch_options(p: argparse.ArgumentParser, *, for_why: bool) -> None:
     g = p.add_argument_group("dry-run" if for_why else "launch")
-    g.add_argument("--sglang", metavar="VERSION", default=None, help=f"sglang release (default: {DEFAULT_SGLANG})")
+    g.add_argument("--sglang", metavar="VERSION", default=None,
+                   help="the sglang release the target runs (its log, /server_info or `pip show sglang` says); "
+                        "required to resolve or set up")
     launch_options(g)
     g.add_argument("--install", action="store_true",
                    help="build the dry-run environment first if it is missing")
@@ -116,8 +116,20 @@ def _progress(step) -> None:
     sys.stderr.flush()
 
 
+def _no_version():
+    from kit.dryrun import versions
+
+    ready = [v.version for v in versions() if v.state == "ready"]
+    raise NotGiven("which sglang release to run is not given: the dry-run runs the target's version, and no "
+                   "default stands in for it",
+                   hint="add --sglang VERSION: the version in the server's log, its /server_info, or `pip show "
+                        "sglang` on the box" + (f" (set up here: {', '.join(ready)})" if ready else ""))
+
+
 def cmd_dryrun(args) -> int:
-    explicit_version, args.sglang = args.sglang, args.sglang or DEFAULT_SGLANG
+    explicit_version = args.sglang
+    if args.action in ("run", "setup") and not args.sglang:
+        _no_version()
     if args.action == "worker":
         return _worker(args, explicit_version)
     if args.worker_action:
@@ -155,12 +167,18 @@ def _gpus(args) -> int:
 
     profiles = gpu_profiles()
     if getattr(args, "json", False):
-        emit_json({k: p.probe_request() for k, p in profiles.items()})
+        emit_json({k: p.to_dict() for k, p in profiles.items()})
         return 0
+    sys.stdout.write(f"{len(profiles)} GPUs; --gpu takes the key or the name nvidia-smi prints. Figures are datasheet "
+                     "peaks (bf16 dense, no sparsity; - where the datasheet gives none); `--json` adds each "
+                     "datasheet's URL and notes\n")
     for key, p in profiles.items():
         flags = "hopper" if p.hopper else "blackwell" if p.blackwell else ""
-        sys.stdout.write(f"{key:<10} {p.name:<26} SM{p.sm}  {p.memory_mib:>6} MiB  {p.bandwidth_gbs:>6g} GB/s  "
-                         f"{p.bf16_tflops:>6g} TFLOP/s bf16  {flags}\n".rstrip() + "\n")
+        if p.vendor != "nvidia":
+            flags = "roofline only: the dry-run does not emulate ROCm"
+        flops = f"{p.bf16_tflops:g}" if p.bf16_tflops is not None else "-"
+        sys.stdout.write(f"{key:<15} {p.name:<50} {p.arch:<7} {p.memory_mib:>6} MiB  {p.bandwidth_gbs:>6g} GB/s  "
+                         f"{flops:>6} TFLOP/s bf16  {flags}".rstrip() + "\n")
     return 0
 
 
@@ -252,7 +270,8 @@ def _save(args, data: dict) -> None:
 def cmd_why_dryrun(args) -> int:
     from kit.dryrun import why_with_dryrun
 
-    args.sglang = args.sglang or DEFAULT_SGLANG
+    if not args.sglang:
+        _no_version()
     why = why_with_dryrun(args.flag, args.cmd, model=args.model or args.model_config, gpu=args.gpu,
                           tp=args.tp, sglang=args.sglang, env=_env_pairs(args.env), install=args.install)
     if getattr(args, "json", False):

@@ -34,7 +34,7 @@ from kit.dryrun._run import dry_run, dry_run_many
 from kit.dryrun._versions import VersionInfo, versions
 from kit.dryrun._why import DryRunWhy, SiteCheck, why_with_dryrun
 from kit.dryrun._worker import WorkerInfo, stop_workers, workers
-from kit.errors import DryRunError, EnvironmentMissing, SetupFailed, UnknownGPU, UnsupportedVersion
+from kit.errors import DryRunError, EnvironmentMissing, NotGiven, SetupFailed, UnknownGPU, UnsupportedVersion
 
 __all__ = [
     "built_versions",
@@ -65,6 +65,7 @@ __all__ = [
     "StartupError",
     "supported_versions",
     "UnknownGPU",
+    "NotGiven",
     "UnsupportedVersion",
     "VersionInfo",
     "versions",

@@ -151,7 +151,7 @@ def _fingerprint(version: str) -> str:
     return hashlib.sha256(f"{_LAYOUT}\n{PYTHON_TAG}\n{text}".encode()).hexdigest()[:10]
 
 
-def environment(version: str = "0.5.11") -> DryRunEnv:
+def environment(version: str) -> DryRunEnv:
     """The environment for `version` (it may not exist yet: see `.ready`)."""
     tag = PYTHON_TAG.replace(".", "")
     return DryRunEnv(version, _env_root() / f"sglang-{version}-py{tag}-{_fingerprint(version)}")
@@ -217,7 +217,16 @@ class SetupReport:
 Progress = Callable[[SetupStep], None]
 
 
-def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: str | None = None,
+def already_built(report: SetupReport, say: Progress, started: float) -> SetupReport:
+    """A complete environment: every step reported as cached, nothing run."""
+    for step in report.steps:
+        step.state = "cached"
+        say(step)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def setup(version: str, *, progress: Progress | None = None, python: str | None = None,
           torch_wheel: str | None = None, torch_index_url: str | None = None,
           allow_cuda_torch: bool = False) -> SetupReport:
     """Build (or finish building) the environment for `version`; free when it is complete.
@@ -233,11 +242,7 @@ def setup(version: str = "0.5.11", *, progress: Progress | None = None, python: 
     report = SetupReport(env, steps)
     say = progress or (lambda step: None)
     if env.ready:
-        for step in steps:
-            step.state = "cached"
-            say(step)
-        report.seconds = time.monotonic() - started
-        return report
+        return already_built(report, say, started)
     torch = {"wheel": torch_wheel, "index_url": torch_index_url, "allow_cuda": allow_cuda_torch}
     env.path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(env.path.parent / (env.path.name + ".lock")):
@@ -544,7 +549,7 @@ def _check_failure(env: DryRunEnv, status: str, reply: dict, module: str | None)
     owner = (rules.package_of(module, made.dropped_names()) if made else None) or rules.package_for_module(module)
     group = rules.dropped_by(owner)
     if status == "verified":
-        hint = ("the pinned list lacks a package (README, 'Adding an sglang version'); "
+        hint = ("the pinned list lacks a package (docs/guide.md, 'Adding an sglang version'); "
                 f"{_last_lines(trace, 3)}")
     elif group == "gpu" or top in rules.stub:
         hint = (f"{owner} needs a GPU (kit/data/dryrun/rules.yaml drops it as `gpu`), and sglang {env.version} "

@@ -165,7 +165,7 @@ def check_version(version: str) -> str:
         f"the dry-run cannot build an environment for sglang {version!r}: it supports "
         f"{', '.join(verified_versions())} (verified) and any other {rules.first} <= version < {rules.below} "
         "(best-effort, from the wheel's own requirements)",
-        hint="use one of those versions; to support another, see README 'Adding an sglang version'",
+        hint="use one of those versions; to support another, see docs/guide.md 'Adding an sglang version'",
     )
 
 

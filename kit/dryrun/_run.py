@@ -23,10 +23,10 @@ from kit.dryrun._env import (
     setup,
     stub_args,
 )
-from kit.dryrun._gpus import GpuProfile, gpu_profile
+from kit.dryrun._gpus import GpuProfile, cuda_profile
 from kit.dryrun._requirements import check_version
 from kit.dryrun._result import DryRunResult, StartupError, build_changes, in_place_changes
-from kit.errors import ModelConfigError
+from kit.errors import ModelConfigError, NotGiven
 from kit.model_config import load_model_config
 
 PROTOCOL = 1
@@ -41,9 +41,9 @@ def dry_run(
     flags: str | Sequence[str] = (),
     *,
     model: str | os.PathLike | None = None,
-    gpu: str | GpuProfile = "a6000",
+    gpu: str | GpuProfile | None = None,
     tp: int | None = None,
-    sglang: str = "0.5.11",
+    sglang: str | None = None,
     env: Mapping[str, str] | None = None,
     install: bool = False,
     timeout: float = 300.0,
@@ -53,7 +53,9 @@ def dry_run(
 
     `flags` are sglang's own (`"--speculative-algorithm EAGLE ..."` or a list); `model` is
     the model's directory or its config.json (only config.json and a few small JSON files
-    are read); `gpu` names a profile from kit/data/gpus.yaml; `tp` adds `--tp-size`;
+    are read); `gpu` is the target's GPU: a key of kit/data/gpus.yaml or the name nvidia-smi
+    prints; `sglang` the version the target runs (both required: no default stands in for the
+    target, see `kit.dryrun.gpu_profiles()` and `kit.dryrun.versions()`); `tp` adds `--tp-size`;
     `env` sets SGLANG_* variables for the server. `install=True` builds the environment
     first if needed (about 1.2 GB, a few minutes); otherwise a missing one is an error.
 
@@ -71,9 +73,9 @@ def dry_run_many(
     launches: Sequence[str | Sequence[str]],
     *,
     model: str | os.PathLike | None = None,
-    gpu: str | GpuProfile = "a6000",
+    gpu: str | GpuProfile | None = None,
     tp: int | None = None,
-    sglang: str = "0.5.11",
+    sglang: str | None = None,
     env: Mapping[str, str] | None = None,
     install: bool = False,
     timeout: float = 300.0,
@@ -81,8 +83,9 @@ def dry_run_many(
 ) -> list[DryRunResult]:
     """`dry_run` for several launches of the same model and GPUs, paying sglang's import once (or never,
     when the warm worker has it imported already)."""
+    need_version(sglang)
     check_version(sglang)  # an unsupported version fails before anything else
-    profile = gpu_profile(gpu)
+    profile = cuda_profile(gpu)
     tp = _check_tp(tp)
     variables = _check_env(env)
     runtime = setup(sglang).env if install else require_environment(sglang)
@@ -117,6 +120,17 @@ def dry_run_many(
         result.warm = used_worker
         result.notes = list(notes)
     return results
+
+
+def need_version(sglang: str | None) -> str:
+    """The sglang version a dry-run runs, which the caller must give: it is the target's, and no default is."""
+    if not sglang or not str(sglang).strip():
+        raise NotGiven("the dry-run needs the sglang version the target runs, and none was given",
+                       hint="pass sglang='X.Y.Z': the version in the server's log, its /server_info, or `pip show "
+                            "sglang` on the box; kit.dryrun.versions() lists those the dry-run covers",
+                       cli_hint="add --sglang VERSION: the version in the server's log, its /server_info, or "
+                                "`pip show sglang` on the box (`sgl-kit dryrun versions` lists them)")
+    return str(sglang)
 
 
 def _result(raw: dict, reply: dict, prepared: dict, profile: GpuProfile, tp, sglang: str, env) -> DryRunResult:

@@ -155,9 +155,9 @@ def why_with_dryrun(
     flags: str | Sequence[str] = (),
     *,
     model,
-    gpu="a6000",
+    gpu=None,
     tp: int | None = None,
-    sglang: str = "0.5.11",
+    sglang: str | None = None,
     env: Mapping[str, str] | None = None,
     install: bool = False,
     result: DryRunResult | None = None,
@@ -165,7 +165,9 @@ def why_with_dryrun(
     """Explain `flag` statically against the dry-run's resolved args, and check both name the same sites.
 
     The source read is the dry-run environment's own sglang, so both sides see the same lines.
-    Pass `result=` to reuse a dry-run already made with the same model and version.
+    Pass `result=` to reuse a dry-run already made with the same model and version (its GPU and
+    version are then used when `gpu` and `sglang` are not given). Otherwise both are required: the
+    target's GPU and the sglang version it runs.
     """
     from kit._argv import option_value
     from kit.dryrun._env import require_environment, setup
@@ -176,6 +178,8 @@ def why_with_dryrun(
     from kit.source import SourceTree
 
     name = normalize_flag(flag)
+    if result is not None:
+        sglang, gpu = sglang or result.sglang, gpu or result.gpu
     if result is None:
         result = dry_run(flags, model=model, gpu=gpu, tp=tp, sglang=sglang, env=env, install=install)
     runtime = setup(sglang).env if install else require_environment(sglang)
