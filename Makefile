@@ -9,19 +9,23 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-pyproject
 SSHD := /usr/sbin/sshd
 CHROMIUM := /usr/bin/chromium
+PROMETHEUS := /usr/bin/prometheus
 # A fresh clone has no benchmarks/ until a file lands there; ruff errors on missing paths.
 LINT_PATHS := $(wildcard kit tests benchmarks)
 PYTEST_ARGS ?=
+# CI runs the tests in one fixed random order (pytest-randomly's seed), so its outcome never
+# depends on a lucky draw; elsewhere every run shuffles. Property tests: tests/conftest.py.
+CI_SEED := $(if $(filter true 1 yes,$(CI)),--randomly-seed=20261201,)
 
 # apt must never wait for an answer: CI has no stdin.
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo lab lint clean ssh-tools browser-tools browser-test
+.PHONY: help venv test demo lab lint clean ssh-tools browser-tools browser-test prometheus-tools
 
 help:
-	@echo "make demo    the whole investigation against the built-in lab: notebooks 00-04, summary, out/"
-	@echo "make lab     start the built-in lab and open JupyterLab on notebooks/ (prints the URL with its token)"
+	@echo "make demo    the whole investigation against the built-in lab: notebooks 00-05, summary, out/"
+	@echo "make lab     start the built-in lab and open JupyterLab on a working copy of notebooks/ (prints the URL)"
 	@echo "make test    lint, then run the test suite (installs openssh-server when root)"
 	@echo "make browser-test  01_symptom in JupyterLab in headless Chromium, and its report offline (installs chromium when root)"
 	@echo "make lint    ruff check"
@@ -77,6 +81,19 @@ browser-tools:
 	    echo "      The browser check will be SKIPPED. To run it: sudo apt-get install chromium"; \
 	fi
 
+# The metrics tests start a real Prometheus (Debian's package, which also ships promtool) scraping the lab.
+# Without root it cannot be installed: those tests skip and say why (and fail in CI).
+prometheus-tools:
+	@if [ -x $(PROMETHEUS) ] && command -v promtool >/dev/null; then \
+	    :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing prometheus (the metrics tests start a real Prometheus on 127.0.0.1)"; \
+	    apt-get update -qq && $(APT_INSTALL) prometheus; \
+	else \
+	    echo "NOTE: $(PROMETHEUS) (prometheus) is missing and we are not root, so it cannot be installed here."; \
+	    echo "      The Prometheus tests will be SKIPPED. To run them: sudo apt-get install prometheus"; \
+	fi
+
 # 01_symptom run in JupyterLab in headless Chromium, then its report opened offline; screenshots in out/browser/.
 browser-test: venv browser-tools
 	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
@@ -84,8 +101,8 @@ browser-test: venv browser-tools
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
 
-test: venv ssh-tools browser-tools lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: venv ssh-tools browser-tools prometheus-tools lint
+	$(BIN)/python -m pytest $(CI_SEED) $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/python -m kit.demo
@@ -93,9 +110,12 @@ demo: venv
 # JupyterLab on notebooks/, with the lab up. LAB_PORT/LAB_IP to change where it listens.
 LAB_PORT ?= 8888
 LAB_IP ?= 127.0.0.1
+# JupyterLab opens a working copy (runs/notebooks, untracked), so running the notebooks leaves git clean.
 lab: venv
 	$(BIN)/sgl-kit lab up
-	$(BIN)/jupyter lab --no-browser --ip=$(LAB_IP) --port=$(LAB_PORT) --notebook-dir=notebooks \
+	$(BIN)/python -m kit.demo workspace
+	$(BIN)/jupyter lab --no-browser --ip=$(LAB_IP) --port=$(LAB_PORT) --notebook-dir=runs/notebooks \
+	    --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	    $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 # Keeps .venv and the kit's download cache (~/.cache/sglang-investigation-kit): both are slow to rebuild.

@@ -88,10 +88,10 @@ def guard_lines(env: dict) -> int:
 import json
 from kit.doctor import from_server, diagnose
 from kit.doctor.case import Case
-from kit.lab import find_target_server
+from kit.target import resolve_server
 from kit.target import connect
 with connect("lab") as host:
-    ev = from_server(host, find_target_server(host, "lab"))
+    ev = from_server(host, resolve_server(host, "lab"))
 case = Case(ev)
 lines = set()
 for name in ("disable_piecewise_cuda_graph", "speculative_num_steps", "max_running_requests"):

@@ -59,6 +59,7 @@ _EXPORTS = {
     "parse_log": "kit.server_args",
     "parse_log_file": "kit.server_args",
     "parse_target": "kit.target",
+    "resolve_server": "kit.target",
     "ParseError": "kit.errors",
     "RemoteFileError": "kit.errors",
     "RequestResult": "kit.bench",
@@ -76,7 +77,7 @@ _EXPORTS = {
 # Kept for one release: the name's old meaning now lives under another name.
 _RENAMED = {
     # find_server(host, "lab") found the lab's server; kit.target.find_server no longer knows the lab.
-    "find_server": ("kit.lab", "find_target_server"),
+    "find_server": ("kit.target", "resolve_server"),
 }
 
 __all__ = sorted([*_EXPORTS, *_RENAMED], key=str.lower)

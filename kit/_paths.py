@@ -3,7 +3,9 @@
 Everything lives under one cache directory, so ``rm -r`` of it forgets all of it:
 ``wheels/`` (downloaded wheels), ``trees/`` (unpacked sglang sources), ``dryrun/``
 (per-version virtualenvs), ``snapshots/`` (copies of remote trees), ``lab/`` (the lab's
-directory) and ``lab-wheels/`` (what a remote lab host needs).
+directory), ``lab-wheels/`` (what a remote lab host needs), ``index/`` (the persistent index of
+each sglang tree read, ``kit/_pysource/index.py``) and ``runs/`` (this user's run files: benchmark
+JSONL, baseline launch scripts; private to the user).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "LAB_DIR_ENV", "cache_dir", "lab_dir", "tree_dir", "wheels_dir"]
+__all__ = ["CACHE_ENV", "LAB_DIR_ENV", "cache_dir", "lab_dir", "runs_dir", "tree_dir", "wheels_dir"]
 
 CACHE_ENV = "SGL_KIT_CACHE"
 LAB_DIR_ENV = "SGL_KIT_LAB_DIR"
@@ -36,3 +38,11 @@ def tree_dir(package: str, version: str) -> Path:
 def lab_dir() -> str:
     """The lab's directory on this machine: ``$SGL_KIT_LAB_DIR``, else ``<cache>/lab``."""
     return os.environ.get(LAB_DIR_ENV) or str(cache_dir() / "lab")
+
+
+def runs_dir() -> Path:
+    """This user's run files (``<cache>/runs``, mode 0700): never a shared name in the system temp dir."""
+    path = cache_dir() / "runs"
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path

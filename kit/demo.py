@@ -68,6 +68,8 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
         if ssh_config:
             values["ssh_config"] = ssh_config
         values = {k: v for k, v in values.items() if k in params}
+        if name == "05_upgrade":
+            _dryrun_environments_for(console, params)
         started = time.monotonic()
         with console.status(f"running {name} against {target}"), _stderr_to(out / "kernels.log"):
             papermill.execute_notebook(str(source), str(out / f"{name}.ipynb"), parameters=values,
@@ -77,7 +79,78 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
         console.print(f"  {name}: {timings[name]:.0f} s")
     page = _html(out, console)
     _summary(console, json.loads(summary_path.read_text()), out, page, sum(timings.values()))
+    upgrade = json.loads(summary_path.read_text()).get("upgrade")
+    if upgrade:
+        console.print(f"Before an upgrade (05_upgrade): {upgrade['headline']}", soft_wrap=True, markup=False)
+    if target == "lab":
+        _leave_the_lab(console)
+    console.print("\nNext: `make lab` opens these notebooks in JupyterLab (a working copy in runs/notebooks/; "
+                  "it starts the lab too).", soft_wrap=True, markup=False)
     return 0
+
+
+def _dryrun_environments_for(console, params: dict) -> None:
+    """05_upgrade resolves the launch with each release it compares: build their dry-run environments first
+    (once per machine: 1-2 minutes and about 1.3 GB each), saying so, rather than leave the notebook empty."""
+    import ast
+
+    from .dryrun import environment, setup
+
+    versions = []
+    for key in ("from_version", "to_versions"):
+        default = (params.get(key) or {}).get("default")
+        if default:
+            versions += [v for v in re.split(r"[\s,]+", ast.literal_eval(default)) if v]
+    for version in dict.fromkeys(versions):
+        if environment(version).ready:
+            continue
+        started = time.monotonic()
+        with console.status(f"05_upgrade compares sglang {version}: building its dry-run environment "
+                            "(once per machine: 1-2 minutes, about 1.3 GB)") as status:
+            setup(version, progress=lambda step, status=status, v=version: status.update(f"sglang {v}: {step}"))
+        console.print(f"  built the dry-run environment of sglang {version} in {time.monotonic() - started:.0f} s",
+                      markup=False)
+
+
+def _leave_the_lab(console) -> None:
+    """Leave the lab on the launch the notebooks teach from, stop the dry-run workers, and say what runs.
+
+    Notebook 04 ends on the fixed launch; `make lab` (which the summary recommends) must open the
+    notebooks on the symptom, so the lab goes back to the incident's new launch.
+    """
+    from .dryrun import stop_workers
+    from .lab import Lab
+
+    def say(text: str = "") -> None:
+        console.print(text, soft_wrap=True, markup=False)
+
+    lab = Lab()
+    status = lab.status()
+    if status.running and status.label != "variant new":
+        with console.status("putting the lab back on the incident's new launch"):
+            status = lab.restart(variant="new")
+    stopped = [w for w in stop_workers() if w.alive]
+    say()
+    say("Left running:")
+    if status.running:
+        say(f"  - the lab, on the incident's new launch (the slow one, where the notebooks start): {status.url}, "
+            f"pid {status.pid}{_rss_text(status.pid)}. Stop it with `sgl-kit lab down`.")
+    else:
+        say("  - nothing: the lab is not running.")
+    for worker in stopped:
+        size = f", {worker.rss_bytes / 2**20:.0f} MiB" if worker.rss_bytes else ""
+        say(f"  (stopped the warm dry-run worker of sglang {worker.version}, pid {worker.pid}{size}; the next "
+            "dry-run starts one again in a few seconds)")
+
+
+def _rss_text(pid: int | None) -> str:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return f", {int(line.split()[1]) / 1024:.0f} MiB resident"
+    except (OSError, ValueError, IndexError, TypeError):
+        return ""
+    return ""
 
 
 @contextlib.contextmanager
@@ -119,19 +192,22 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float) 
     say("The causes, found in the source of the server's own sglang:")
     for step in steps[1:]:
         say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or 'see the notebook'}")
-    say("The fixes, one at a time, each measured against the launch before it:")
+    say("The fixes, one at a time, each measured against the launch before it (means, 95% bootstrap CI):")
     for step in steps[1:]:
-        c = step["vs_previous"]
-        say(f"  - {', '.join(step['changes'])}: {step['rate_tok_s']:.1f} tok/s, {c['diff']:+.1f} tok/s, "
-            f"{c['confidence']:.0%} CI [{c['ci_low']:+.1f}, {c['ci_high']:+.1f}]: {c['verdict']}")
+        say(f"  - {', '.join(step['changes'])}: {step.get('effect') or step['rate_tok_s']}")
     if data.get("ceiling_tok_s"):
         say(f"After: {data['after_tok_s']:.1f} tok/s, {data['after_tok_s'] / data['ceiling_tok_s']:.0%} of the "
             f"single-stream roofline; the symptom is {'gone' if data['symptom_gone'] else 'still there'}.")
-    say("(On the lab the fixed launch's speed is an assumption of its throughput model: the incident reports no "
-        "number for it.)")
+    if data.get("unexplained_tok_s"):
+        say(f"Unexplained: {data['unexplained_tok_s']:.1f} tok/s of the gap to the baseline; no fix measured here "
+            "closes it. What else to check, and what would decide it (the doctor's list):")
+        for question in data.get("open_questions") or []:
+            say(f"  - {question}")
+    say("(On the lab the speeds come from its throughput model: the step count's gain follows sglang's rounds, the "
+        "prefill graph's lower time to first token is an assumption, and the baseline's ~70 tok/s is the "
+        "write-up's, which does not show what reached it.)")
     say()
     say(f"Executed notebooks: {out}/ (00-05, {seconds:.0f} s in all)" + (f"; one page: {page}" if page else ""))
-    say("Open them in JupyterLab with `make lab` (it starts the lab too).")
 
 
 # --------------------------------------------------------------------------- the rule in the source
@@ -207,10 +283,66 @@ def source(console, version: str, target: str) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- make lab's working copy
+
+JUPYTERLAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                                         "checkForUpdates": False}}
+
+
+def workspace(dest: Path, console=None, *, settings: Path | None = None) -> Path:
+    """A working copy of notebooks/ for JupyterLab, so running and saving them leaves the tracked files as
+    they are. A notebook whose tracked version changed since it was copied is copied again; when the copy
+    was edited too, the edited one is kept beside it as ``NAME.ipynb.mine``. Also turns JupyterLab's news
+    pop-up off in this environment's settings (it covers the page).
+    """
+    import hashlib
+
+    def say(text: str) -> None:
+        if console is not None:
+            console.print(text, soft_wrap=True, markup=False)
+
+    source_dir = ROOT / "notebooks"
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest_path = dest / ".copied.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        manifest = {}
+
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    for src in sorted(p for p in source_dir.rglob("*") if p.suffix in (".ipynb", ".py") and p.is_file()):
+        rel = str(src.relative_to(source_dir))
+        copy = dest / rel
+        now = digest(src)
+        if copy.exists() and manifest.get(rel, {}).get("source") == now:
+            continue  # the tracked notebook did not change: the copy (and the user's work in it) stays
+        if copy.exists() and digest(copy) != manifest.get(rel, {}).get("copy"):
+            copy.replace(copy.with_name(copy.name + ".mine"))
+            say(f"  {rel} changed in the repository; your edited copy is kept as {copy.name}.mine")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(src.read_bytes())
+        manifest[rel] = {"source": now, "copy": digest(copy)}
+    manifest_path.write_text(json.dumps(manifest, indent=1))
+    settings = settings or Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    try:
+        current = json.loads(settings.read_text()) if settings.is_file() else {}
+    except ValueError:
+        current = {}
+    merged = {**current, **{k: {**current.get(k, {}), **v} for k, v in JUPYTERLAB_OVERRIDES.items()}}
+    if merged != current:
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text(json.dumps(merged, indent=2))
+    say(f"JupyterLab opens a working copy of notebooks/ in {dest} (the tracked notebooks stay unchanged)")
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kit.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", default="story", choices=("story", "source"),
-                        help="story: notebooks 00-05 against the lab (default); source: the rule in the source")
+    parser.add_argument("what", nargs="?", default="story", choices=("story", "source", "workspace"),
+                        help="story: notebooks 00-05 against the lab (default); source: the rule in the source; "
+                             "workspace: make lab's working copy of notebooks/ (runs/notebooks)")
     parser.add_argument("--target", default="lab", help="story: where the server is (default: lab); "
                                                        "source: where to lay out the tree (default: local)")
     parser.add_argument("--out", default=str(ROOT / "out"), help="story: where the executed notebooks go (out/)")
@@ -225,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console(highlight=False)
     try:
+        if args.what == "workspace":
+            workspace(ROOT / "runs" / "notebooks", console)
+            return 0
         if args.what == "source":
             return source(console, args.version, "local" if args.target == "lab" else args.target)
         return story(console, args.target, Path(args.out), args.requests, args.max_tokens, args.ssh_config,

@@ -6,12 +6,13 @@ function that needs it, so the rest of the kit (and the CLI) never loads them.
 
 from __future__ import annotations
 
+import html
 import sys
 import time
 from typing import Any
 
-__all__ = ["ProgressWidget", "ab_comparison", "filtered_table", "in_notebook", "rate_distribution", "steps_chart",
-           "timeline"]
+__all__ = ["ProgressWidget", "ab_comparison", "filtered_table", "hypothesis_picker", "in_notebook", "metrics_timeline",
+           "rate_distribution", "steps_chart", "timeline"]
 
 _OK, _FAILED, _WAIT = "#1f77b4", "#d62728", "#bbbbbb"
 
@@ -42,7 +43,7 @@ class ProgressWidget:
         self.box = widgets.HBox([self.bar, self.label])
         self.done = self.failed = self.tokens = 0
         self.started = time.perf_counter()
-        display(self.box)
+        self.handle = display(self.box, display_id=True)
 
     def __call__(self, result: Any) -> None:
         self.done += 1
@@ -58,6 +59,18 @@ class ProgressWidget:
     def close(self) -> None:
         self.bar.bar_style = "danger" if self.failed == self.done and self.done else (
             "warning" if self.failed else "success")
+        # The saved output keeps the live bar for JupyterLab and, for a report or a viewer without the
+        # widgets' JavaScript, the same facts as text (instead of the widget's repr).
+        if self.handle is not None:
+            bundle = dict(self.box._repr_mimebundle_() or {})
+            bundle["text/plain"] = self.summary()
+            self.handle.update(bundle, raw=True)
+
+    def summary(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        rate = f", {self.tokens / elapsed:.0f} tok/s in all" if elapsed > 0 else ""
+        return (f"{self.bar.description}: {self.done}/{self.total} requests, {self.failed} failed, "
+                f"{self.tokens} output tokens{rate}, {elapsed:.1f} s")
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -156,7 +169,27 @@ def filtered_table(frame: Any, column: str, *, start: str | None = None, title: 
     choice.observe(show, names="value")
     show()
     header = [widgets.HTML(f"<b>{title}</b>")] if title else []
-    return widgets.VBox([*header, widgets.HBox([choice, count]), out])
+    return WithStatic(widgets.VBox([*header, widgets.HBox([choice, count]), out]),
+                      (f"<p><b>{html.escape(title)}</b></p>" if title else "")
+                      + (frame.to_html(index=False) if hasattr(frame, "to_html") else html.escape(str(frame))))
+
+
+class WithStatic:
+    """A widget that also carries its data as HTML: JupyterLab shows the live widget, while a shared report
+    or a viewer without the widgets' JavaScript shows the data (every row), not the widget's repr."""
+
+    def __init__(self, widget: Any, static_html: str) -> None:
+        self.widget = widget
+        self.static_html = static_html
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.widget, name)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/html"] = self.static_html
+        bundle["text/plain"] = "(the table above, as HTML)"
+        return bundle
 
 
 def steps_chart(validation: Any) -> Any:
@@ -176,3 +209,50 @@ def steps_chart(validation: Any) -> Any:
     fig.update_layout(title="Decode tok/s per request, one fix at a time", yaxis_title="tok/s",
                       showlegend=False, template="plotly_white")
     return fig
+
+
+def metrics_timeline(frame: Any, *, restarts: Any = (), panels: Any = None, title: str = "What the server did") -> Any:
+    """Time series in the kit.metrics shape (time, metric, series, value, source), one panel per metric.
+
+    ``panels`` maps a panel title to a metric name (default: one panel per metric in the frame);
+    each series of each source is its own line (Prometheus solid, the decode log dotted), and
+    each restart time (epoch seconds) a dashed vertical line across all panels.
+    """
+    import datetime as dt
+
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    if panels is None:
+        panels = {m: m for m in dict.fromkeys(frame["metric"])} if len(frame) else {}
+    shown = {label: metric for label, metric in panels.items() if len(frame) and (frame["metric"] == metric).any()}
+    rows = max(1, len(shown))
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=list(shown) or ["no series in this span"])
+    for row, (label, metric) in enumerate(shown.items(), 1):
+        part = frame[frame["metric"] == metric]
+        for (source, series), points in part.groupby(["source", "series"], sort=False):
+            name = f"{label} [{source}]" + (f" {series}" if series and len(part["series"].unique()) > 1 else "")
+            fig.add_trace(go.Scattergl(x=points["time"], y=points["value"], mode="lines", name=name[:80],
+                                       line={"dash": "dot" if source == "log" else "solid", "width": 1.5},
+                                       connectgaps=False), row=row, col=1)
+    for at in restarts:
+        x = dt.datetime.fromtimestamp(float(at), tz=dt.timezone.utc)
+        fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, xref="x", yref="paper",
+                      line={"color": _FAILED, "dash": "dash", "width": 1})
+    fig.update_layout(title=title, template="plotly_white", height=max(320, 190 * rows), showlegend=True,
+                      legend={"orientation": "h", "y": -0.08})
+    return fig
+
+
+def hypothesis_picker(choices: Any, start: Any = None, *, description: str = "hypothesis") -> Any:
+    """A drop-down of hypotheses (kit.practice.choices()) to pick the suspected cause from. Its ``value`` is
+    the Choice picked, or None while it shows "(pick one)"; ``start`` (a Choice) is picked at first."""
+    import ipywidgets as widgets
+
+    options = [("(pick one)", None)] + [(c.title, c) for c in choices]
+    picker = widgets.Dropdown(options=options, value=start if start in [c for _, c in options] else None,
+                              description=description, layout=widgets.Layout(width="720px"),
+                              style={"description_width": "initial"})
+    picked = start.title if start is not None else "(none yet: pick one above)"
+    return WithStatic(picker, f"<p><b>{html.escape(description)}</b>: {html.escape(picked)}</p>")

@@ -29,13 +29,20 @@ nowhere else (``tests/test_layers.py`` checks it)::
     ├── TargetError
     ├── ModelConfigError
     ├── UnknownGPU                also a ValueError
+    ├── NotGiven                  also a ValueError
     ├── BenchError
     ├── DryRunError
     │   ├── UnsupportedVersion    also a ValueError
     │   ├── EnvironmentMissing
     │   └── SetupFailed           step, package: which step failed
-    └── LabError
-        └── LabArgsError
+    ├── LabError
+    │   └── LabArgsError
+    ├── MetricsError              url: the /metrics page or Prometheus asked
+    │   ├── PrometheusUnreachable
+    │   ├── PrometheusAuthRequired
+    │   └── PrometheusQueryError
+    ├── TraceError                path: the trace file
+    └── PracticeError             also a ValueError: no corpus, an unknown case or hypothesis
 """
 
 from __future__ import annotations
@@ -58,9 +65,15 @@ __all__ = [
     "LabArgsError",
     "LabError",
     "LineRangeError",
+    "MetricsError",
     "ModelConfigError",
+    "NotGiven",
     "PackageNotFound",
     "ParseError",
+    "PracticeError",
+    "PrometheusAuthRequired",
+    "PrometheusQueryError",
+    "PrometheusUnreachable",
     "RemoteFileError",
     "SetupFailed",
     "SourceError",
@@ -68,6 +81,7 @@ __all__ = [
     "SourceInputError",
     "SymbolNotFound",
     "TargetError",
+    "TraceError",
     "UnknownFlag",
     "UnknownGPU",
     "UnknownHostKey",
@@ -220,6 +234,10 @@ class UnknownGPU(KitError, ValueError):
     """The GPU named is not one of the profiles in kit/data/gpus.yaml."""
 
 
+class NotGiven(KitError, ValueError):
+    """A fact the kit needs (the GPU, the sglang version) is in no evidence at hand and was not given."""
+
+
 class BenchError(KitError):
     """A benchmark could not run at all (bad options, unreachable target, unreadable run file)."""
 
@@ -252,3 +270,35 @@ class LabError(KitError):
 
 class LabArgsError(LabError):
     """The lab cannot resolve these flags without the dry-run."""
+
+
+class MetricsError(KitError):
+    """A server's /metrics page or a Prometheus server could not be read; `url` says which."""
+
+    def __init__(self, message: str, *, url: str = "", hint: str = "", cli_hint: str = "") -> None:
+        self.url = url
+        super().__init__(message, hint=hint, cli_hint=cli_hint)
+
+
+class PrometheusUnreachable(MetricsError):
+    """Nothing answered at the Prometheus URL (refused, timed out, not an HTTP server)."""
+
+
+class PrometheusAuthRequired(MetricsError):
+    """Prometheus answered 401/403: credentials are missing or wrong."""
+
+
+class PrometheusQueryError(MetricsError):
+    """Prometheus refused the query, or answered something that is not its API."""
+
+
+class TraceError(KitError):
+    """A file is not a torch-profiler (Chrome) trace, or cannot be read; `path` says which."""
+
+    def __init__(self, message: str, *, path: str = "", hint: str = "", cli_hint: str = "") -> None:
+        self.path = path
+        super().__init__(message, hint=hint, cli_hint=cli_hint)
+
+
+class PracticeError(KitError, ValueError):
+    """The practice library: no incident corpus where it was looked for, or an unknown case or hypothesis."""

@@ -15,15 +15,17 @@ import json
 import os
 import shlex
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._paths import runs_dir
 from .errors import KitError
 
 __all__ = ["FixStep", "Symptom", "Validation", "baseline_launch", "compare_launch", "differences_that_matter",
-           "dryrun_crosscheck", "fix_plan", "measure", "rule_source", "symptom", "validate", "way_out"]
+           "dryrun_crosscheck", "fix_plan", "measure", "rule_source", "symptom", "validate", "way_out", "why_it_fired"]
 
 _RESOLVED = Path(__file__).resolve().parent / "data" / "resolved"
 
@@ -36,7 +38,9 @@ def measure(host, server, *, requests: int = 8, max_tokens: int = 128, concurren
     """A benchmark of ``server`` (kit.bench.bench through its host: a forward when remote)."""
     from .bench import bench
 
-    out = out or os.path.join(tempfile.gettempdir(), f"sgl-kit-{label or 'run'}-{os.getpid()}-{server.port}.jsonl")
+    if not out:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = str(runs_dir() / f"{label or 'run'}-{stamp}-{os.getpid()}-{server.port}.jsonl")
     return bench(host, port=server.port, requests=requests, max_tokens=max_tokens, concurrency=concurrency,
                  warmup=1, progress=progress, out=out)
 
@@ -103,6 +107,7 @@ def symptom(host, server, run, *, baseline_tok_s: float | None = None, target: s
 def bench_numbers(run) -> dict:
     """What the doctor reads from a benchmark: the median decode rate and the accept length."""
     return {"tok_s": _median(run.summary(), "decode_tok_s"), "accept_length": run.totals.get("accept_length"),
+            "ttft_ms": _median(run.summary(), "ttft_ms"), "concurrency": getattr(getattr(run, "config", None), "concurrency", None),
             "source": run.name}
 
 
@@ -126,7 +131,7 @@ def baseline_launch(spec: str, tree, *, model_dir: str | None = None):
             raise KitError(f"no record of the lab's {spec[4:]!r} launch for sglang {tree.version}",
                            hint=f"use one of {', '.join(known)} as lab:NAME, or give a file")
         argv = json.loads(record.read_text())["argv"]
-        path = Path(tempfile.gettempdir()) / f"sgl-kit-baseline-{spec[4:]}.sh"
+        path = runs_dir() / f"baseline-lab-{spec[4:]}-{tree.version}.sh"
         path.write_text("python -m sglang.launch_server " + shlex.join(argv) + "\n")
         spec = str(path)
     return read_launch(spec, tree, LaunchOptions(dryrun=False))
@@ -205,12 +210,12 @@ def rule_source(tree, explanation):
 
 
 def evidence_lines(tree, site, around: int = 2) -> list:
-    """The source lines a site's evidence cites (``(sglang/srt/configs/model_config.py:1384)``), as snippets."""
+    """The source lines a site's evidence cites (``sglang/srt/configs/model_config.py:1384``), as snippets."""
     import re
 
     out = []
     for text in site.evidence:
-        for path, line in re.findall(r"\(sglang/([\w/.]+\.py):(\d+)\)", text):
+        for path, line in re.findall(r"\bsglang/([\w/.]+\.py):(\d+)\b", text):
             n = int(line)
             snippet = tree.read(path, max(1, n - around), n + around)
             snippet.mark(n, text[:60])
@@ -220,19 +225,26 @@ def evidence_lines(tree, site, around: int = 2) -> list:
 
 @dataclass
 class CrossCheck:
+    """The static reading of a flag against sglang's own run of the same launch: the sites where each says
+    a write to it ran. The live check is `sgl-kit why FLAG --dryrun`'s own (kit.dryrun.why_with_dryrun), so
+    the notebook and the CLI give one answer."""
+
     how: str  # "dry-run (live)" or "committed snapshot"
     source: str
     dryrun_sites: list[str]
     static_sites: list[str]
+    checked: int = 0  # sites compared one by one (the live check)
+    verdict: bool | None = None  # the live check's own verdict; None: compare the two lists
 
     @property
     def agree(self) -> bool:
-        return set(self.dryrun_sites) == set(self.static_sites)
+        return self.verdict if self.verdict is not None else set(self.dryrun_sites) == set(self.static_sites)
 
     def to_text(self) -> str:
         verdict = "agree" if self.agree else "DISAGREE"
-        return (f"{self.how} ({self.source}): sglang's own run set it at {', '.join(self.dryrun_sites) or 'nowhere'}; "
-                f"the static reading says {', '.join(self.static_sites) or 'nowhere'} -> {verdict}")
+        count = f" ({self.checked} sites compared one by one)" if self.checked else ""
+        return (f"{self.how} ({self.source}): sglang's own run wrote it at {', '.join(self.dryrun_sites) or 'nowhere'}; "
+                f"the static reading says {', '.join(self.static_sites) or 'nowhere'} -> {verdict}{count}")
 
     def __repr__(self) -> str:
         return self.to_text()
@@ -241,10 +253,14 @@ class CrossCheck:
         return "<pre>" + html.escape(self.to_text()) + "</pre>"
 
 
-def dryrun_crosscheck(server, tree, explanation, *, gpu: str = "a6000") -> CrossCheck:
+def dryrun_crosscheck(server, tree, explanation, *, gpu: str | None = None) -> CrossCheck:
     """Check the static answer against sglang's own resolution of the server's launch: a live dry-run
-    where its environment exists here, else the lab's committed snapshot of the same launch."""
-    from .dryrun import dry_run, environment, supported_versions
+    where its environment exists here (the same check as `sgl-kit why FLAG --dryrun`), else the lab's
+    committed record of the same launch. A site counts when a write to the flag ran there, whether or not
+    it changed the value (an early `= False` before a `return` is a site that fired). ``gpu``: the server's
+    GPU (a key or the name nvidia-smi prints); by default the one its host's nvidia-smi (or the lab's
+    scenario) names."""
+    from .dryrun import environment, supported_versions, why_with_dryrun
     from .model_config import model_config_beside
     from .server_args import effective_args, server_flags
 
@@ -253,21 +269,44 @@ def dryrun_crosscheck(server, tree, explanation, *, gpu: str = "a6000") -> Cross
               if "server_args" in s.file or "arg_groups" in s.file]
     version = tree.version
     if version in supported_versions() and environment(version).ready:
+        gpu = gpu or _server_gpu(server)
         config = model_config_beside(server.host, effective_args(server).get("model_path"))
+        # the server's own SGLANG_ variables: on a CPU server SGLANG_USE_CPU_ENGINE=1 is what makes is_cpu() true
+        env = {k: v for k, v in (server.env or {}).items() if k.startswith("SGLANG_")}
         with tempfile.TemporaryDirectory(prefix="sgl-kit-model-") as model:
             Path(model, "config.json").write_text(json.dumps(config or {}))
-            flags = [f for f in server_flags(server.argv)]
-            result = dry_run(flags, model=model, gpu=gpu, sglang=version)
-        sites = [c.where for c in result.changes if c.field == flag]
-        return CrossCheck("dry-run (live)", f"sglang {version} in its dry-run environment, GPU {gpu}", sites, static)
+            why = why_with_dryrun(flag, list(server_flags(server.argv)), model=model, gpu=gpu, sglang=version,
+                                  env=env)
+        sites = [w.where for w in why.result.writes_to(flag)]
+        fired = [c.where for c in why.checks if c.static == "fired"]
+        given = f", with {', '.join(f'{k}={v}' for k, v in sorted(env.items()))}" if env else ""
+        return CrossCheck("dry-run (live)", f"sglang {version} in its dry-run environment, GPU {gpu}{given}", sites,
+                          fired or static, checked=len(why.checks), verdict=why.agree)
     for record in sorted(_RESOLVED.glob(f"incident-*-{version}.json")):
         data = json.loads(record.read_text())
         if [*data["argv"]] and _same_flags(data["argv"], server_flags(server.argv)):
-            sites = [c["where"] for c in data["changes"] if c["field"] == flag]
+            sites = [f"{w['file'].removeprefix('sglang/')}:{w['line']}" for w in data["writes"] if w["field"] == flag]
             return CrossCheck("committed snapshot", f"{record.relative_to(record.parents[2])}, made by "
                               f"{data['made_by'][:80]}", sites, static)
     raise KitError(f"no dry-run environment for sglang {version} here, and no committed snapshot of this launch",
                    hint=f"`sgl-kit dryrun setup --sglang {version}` builds one (about 1.2 GB, once)")
+
+
+def _server_gpu(server) -> str:
+    """The GPU a server runs on, from evidence: the lab's scenario, else nvidia-smi on its host."""
+    from .errors import NotGiven
+    from .hardware import read_hardware
+
+    if server.kind == "lab":
+        from .lab.throughput import SCENARIO_ENV, load_scenario
+
+        return str(load_scenario((server.env or {}).get(SCENARIO_ENV)).params["gpu"])
+    hw = read_hardware(server.host)
+    if hw.gpu_name:
+        return hw.gpu_name
+    raise NotGiven(f"which GPU the server on {server.host_name} runs on is not known: "
+                   f"{hw.note or 'nvidia-smi names no single GPU model'}",
+                   hint="pass gpu= with a key or the name nvidia-smi prints (kit.dryrun.gpu_profiles() lists them)")
 
 
 def _same_flags(a: list[str], b: list[str]) -> bool:
@@ -286,14 +325,80 @@ def _same_flags(a: list[str], b: list[str]) -> bool:
 
 
 @dataclass
+class WhyItFired:
+    """What decided the site that fired, for this server, in a sentence or two (notebook 03's story)."""
+
+    flag: str
+    version: str | None
+    site: Any  # kit.provenance.AssignmentSite that fired, or None
+    architecture: str | None
+
+    @property
+    def multimodal(self) -> bool:
+        return self.site is not None and _multimodal_site(self.site)
+
+    def to_text(self) -> str:
+        s = self.site
+        if s is None:
+            return (f"No site assigning {self.flag} was found to fire in sglang {self.version}: every site and its "
+                    f"status are listed above (`sgl-kit why {self.flag} TARGET`).")
+        guard = s.guards[-1].condition if s.guards else s.value_text
+        head = f"Rule '{s.rule}' fired" if s.rule else "The site fired"
+        out = [f"{head} at {s.where.removeprefix('sglang/')}: `{guard}` holds for this server."]
+        if self.multimodal:
+            arch = f"its architecture, `{self.architecture}`," if self.architecture else "its architecture"
+            out.append("The guard calls `self.get_model_config().is_multimodal`. The kit follows that property into "
+                       f"`ModelConfig`'s own source and evaluates it against this model's `config.json`: {arch} is "
+                       "in SGLang's list of multimodal architectures, so a model served text-only still counts as "
+                       "a VLM.")
+        elif s.evidence:
+            out.append("What decided it: " + "; ".join(s.evidence) + ".")
+        out.append("These are the lines the answer rests on:")
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_markdown_(self) -> str:
+        return self.to_text()
+
+
+def why_it_fired(explanation, server=None, model_config: dict | None = None) -> WhyItFired:
+    """The story of the first site that fired: which rule, its guard, and what decided it (the model's
+    architecture for sglang's multimodal rule, the probes and environment for the hardware rule).
+    The model's config.json is read beside the server's model_path unless ``model_config`` is given."""
+    fired = explanation.fired[0] if explanation.fired else None
+    if model_config is None and server is not None:
+        from .model_config import model_config_beside
+        from .server_args import effective_args
+
+        try:
+            model_config = model_config_beside(server.host, effective_args(server).get("model_path"))
+        except KitError:
+            model_config = None
+    arch = ((model_config or {}).get("architectures") or [None])[0]
+    return WhyItFired(explanation.flag, explanation.version, fired, arch)
+
+
+def _multimodal_site(site) -> bool:
+    text = " ".join([site.rule or "", *(g.text for g in site.guards)]).lower()
+    return "multimodal" in text or "vlm" in text
+
+
+@dataclass
 class WayOut:
     escape: Any  # kit.provenance.Escape or None
     refused: list  # kit.provenance.Refusal: what sglang refuses at startup
     version: str | None
+    no_gpu: str = ""  # why there is nothing to turn back on (device = 'cpu'), or ""
 
     def to_text(self) -> str:
         out = []
-        if self.escape is not None:
+        if self.no_gpu:
+            out.append(f"This server has no GPU ({self.no_gpu}): there is no CUDA graph to keep, so nothing to "
+                       "change." + (f" ({self.escape.option} skips every rule at {self.escape.where}.)"
+                                    if self.escape is not None else ""))
+        elif self.escape is not None:
             out.append(f"In {self.version} the way out is {self.escape.option} (the early return "
                        f"`if {self.escape.condition}` at {self.escape.where}).")
         else:
@@ -317,10 +422,14 @@ def way_out(tree, explanation, snapshot=None, model_config=None) -> WayOut:
 
     found = escapes(tree, explanation)
     refused = []
-    if "language_only" in cli_defaults(tree):
+    device = (snapshot or {}).get("device")
+    no_gpu = f"device = {device!r}" if isinstance(device, str) and device.lower() == "cpu" else ""
+    # the fix people try first, --language-only, is for a model that counts as a VLM
+    vlm = any(_multimodal_site(s) for s in explanation.fired) or not explanation.fired
+    if "language_only" in cli_defaults(tree) and vlm and not no_gpu:
         refused = [r for r in refusals(tree, snapshot or {}, {"language_only": True}, model_config)
                    if r.status == "fired"]
-    return WayOut(found[0] if found else None, refused, tree.version)
+    return WayOut(found[0] if found else None, refused, tree.version, no_gpu)
 
 
 # --------------------------------------------------------------------------- 04 fix and validate
@@ -333,10 +442,16 @@ class FixStep:
     changes: list  # kit.doctor.Change
     flags: list[str]  # the server's flags with this step and every earlier one applied
     sites: list[str] = field(default_factory=list)  # the sglang file:line behind the finding
+    machine: list[str] = field(default_factory=list)  # machine changes so far (the lab stands in for them)
 
     @property
     def command(self) -> str:
         return "python -m sglang.launch_server " + shlex.join(self.flags)
+
+    @property
+    def label(self) -> str:
+        """What the step changes: its flags, or the machine (which the lab stands in for)."""
+        return _step_label(self)
 
 
 def fix_plan(diagnosis, server) -> list[FixStep]:
@@ -345,23 +460,47 @@ def fix_plan(diagnosis, server) -> list[FixStep]:
     from .server_args import server_flags
 
     flags = server_flags(server.argv)
-    steps = []
+    machine_fixes = _lab_machine_fixes(server)
+    steps, machine = [], []
     for finding in diagnosis.findings:
         changes = [c for c in finding.changes if c.option]
+        if not changes and finding.id in machine_fixes:
+            # A change to the machine (BIOS, driver), not to the flags: the lab's scenario stands in for it.
+            machine.append(finding.id)
+            steps.append(FixStep(finding.title, finding.id, [], list(flags), list(finding.sites), list(machine)))
+            continue
         if not changes:
             continue
         for change in changes:
             flags = change.apply(flags)
-        steps.append(FixStep(finding.title, finding.id, changes, list(flags), list(finding.sites)))
+        steps.append(FixStep(finding.title, finding.id, changes, list(flags), list(finding.sites), list(machine)))
     return steps
+
+
+def _lab_machine_fixes(server) -> dict:
+    """The machine fixes the lab's scenario can stand in for, by finding id ({} for a real server)."""
+    if getattr(server, "kind", None) != "lab":
+        return {}
+    from .lab.throughput import SCENARIO_ENV, load_scenario
+
+    scenario = load_scenario((server.env or {}).get(SCENARIO_ENV))
+    return dict((scenario.params.get("machine") or {}).get("fixes") or {})
+
+
+def _step_label(step: FixStep) -> str:
+    if step.changes:
+        return ", ".join(map(str, step.changes))
+    return f"the machine changed for {step.finding} (the lab stands in for it)"
 
 
 @dataclass
 class StepResult:
     step: FixStep | None  # None: the launch as found
     run: Any  # kit.bench.BenchRun
-    rate: float | None
-    vs_previous: Any = None  # kit.bench.Comparison
+    rate: float | None  # mean per-request decode tok/s
+    vs_previous: Any = None  # kit.bench.Comparison of decode tok/s
+    ttft_ms: float | None = None  # mean time to first token
+    ttft_vs_previous: Any = None  # kit.bench.Comparison of time to first token
 
 
 @dataclass
@@ -372,6 +511,7 @@ class Validation:
     ceiling_tok_s: float | None  # at the final accept length
     applied: bool
     notes: list[str] = field(default_factory=list)
+    open_questions: list[str] = field(default_factory=list)  # the doctor's: what else to check, what would decide it
 
     @property
     def before(self) -> float | None:
@@ -388,15 +528,16 @@ class Validation:
         return self.after >= 0.9 * self.baseline_tok_s
 
     def conclusion(self) -> str:
+        """What the runs show, and only that: each fix's effect on decode and on time to first token,
+        and the part of the gap to the baseline they leave unexplained."""
         if not self.applied:
             return ("Not applied: the fixes were printed, not run (set apply_fix = True to relaunch a real server). "
                     f"Before: {self.before:.1f} tok/s.")
-        lines = [f"Before: {self.before:.1f} tok/s per request (median)."]
+        first = self.results[0]
+        lines = [f"Before: {self.before:.1f} tok/s per request, time to first token {first.ttft_ms:.0f} ms "
+                 f"(means of {first.run.totals['ok']} requests)."]
         for r in self.results[1:]:
-            c = r.vs_previous
-            lines.append(f"+ {r.step.title} ({', '.join(map(str, r.step.changes))}): {r.rate:.1f} tok/s; "
-                         f"mean {c.diff:+.1f} tok/s ({c.rel_diff:+.0%}), {c.confidence:.0%} CI "
-                         f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {c.verdict}.")
+            lines.append(f"+ {r.step.title} ({_step_label(r.step)}): {_effect(r)}.")
         if self.ceiling_tok_s:
             lines.append(f"After: {self.after:.1f} tok/s, {self.after / self.ceiling_tok_s:.0%} of the single-stream "
                          f"ceiling ({self.ceiling_tok_s:.1f} tok/s at this accept length).")
@@ -404,20 +545,30 @@ class Validation:
             lines.append(f"The symptom is {'gone' if self.symptom_gone else 'still there'}: {self.after:.1f} tok/s "
                          f"against the baseline's {self.baseline_tok_s:g} "
                          f"({'at least' if self.symptom_gone else 'below'} 90% of it).")
+        if self.symptom_gone is False:
+            lines.append(f"The rest of the gap, {self.baseline_tok_s - self.after:.1f} tok/s, is unexplained: no fix "
+                         "measured here closes it. What else to check, and what would decide it:")
+            lines += [f"  - {q}" for q in self.open_questions or ["nothing the doctor could name: compare the "
+                                                                  "baseline's launch and version by hand"]]
         return "\n".join(lines + self.notes)
 
     def to_dict(self) -> dict:
         steps = []
         for r in self.results:
-            c = r.vs_previous
+            c, t = r.vs_previous, r.ttft_vs_previous
             steps.append({"step": r.step.title if r.step else "as found", "finding": r.step.finding if r.step else None,
                           "changes": [str(x) for x in r.step.changes] if r.step else [],
-                          "sites": list(r.step.sites) if r.step else [], "rate_tok_s": r.rate,
+                          "machine": list(r.step.machine) if r.step else [],
+                          "sites": list(r.step.sites) if r.step else [], "rate_tok_s": r.rate, "ttft_ms": r.ttft_ms,
                           "run": str(r.run.path) if r.run is not None and getattr(r.run, "path", None) else None,
-                          "vs_previous": c.to_dict() if c is not None else None})
+                          "vs_previous": c.to_dict() if c is not None else None,
+                          "ttft_vs_previous": t.to_dict() if t is not None else None,
+                          "effect": _effect(r) if c is not None else None})
         return {"target": self.target, "applied": self.applied, "before_tok_s": self.before,
                 "after_tok_s": self.after, "baseline_tok_s": self.baseline_tok_s, "ceiling_tok_s": self.ceiling_tok_s,
-                "symptom_gone": self.symptom_gone, "steps": steps, "conclusion": self.conclusion()}
+                "symptom_gone": self.symptom_gone, "unexplained_tok_s": (self.baseline_tok_s - self.after)
+                if self.symptom_gone is False else None, "open_questions": list(self.open_questions),
+                "steps": steps, "conclusion": self.conclusion()}
 
     def save(self, path: str | os.PathLike) -> Path:
         out = Path(path)
@@ -437,39 +588,90 @@ class Validation:
         return "<pre>" + html.escape(self.conclusion()) + "</pre>"
 
 
+def _effect(r: StepResult) -> str:
+    """One step's measured effect, decode and time to first token, each with its interval."""
+    c, t = r.vs_previous, r.ttft_vs_previous
+    out = (f"decode {r.rate:.1f} tok/s, {c.diff:+.1f} tok/s ({c.rel_diff:+.0%}), {c.confidence:.0%} CI "
+           f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {_word(c.verdict, 'faster', 'slower')}")
+    if t is not None:
+        out += (f"; time to first token {r.ttft_ms:.0f} ms, {t.diff:+.0f} ms ({t.rel_diff:+.0%}), CI "
+                f"[{t.ci_low:+.0f}, {t.ci_high:+.0f}]: {_word(t.verdict, 'lower', 'higher')}")
+    return out
+
+
+def _word(verdict: str, better: str, worse: str) -> str:
+    return {"improved": better, "regressed": worse}.get(verdict, "no significant change")
+
+
 def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 8, max_tokens: int = 128,
              apply_fix: bool = False, baseline_tok_s: float | None = None, progress: Any = "auto",
-             say: Callable[[str], None] = print) -> Validation:
+             say: Callable[[str], None] = print, diagnosis=None) -> Validation:
     """Bench the launch as found, then relaunch with each step and bench again, comparing each with
-    the one before (bootstrap CI). The lab is relaunched with `Lab.restart`; a real server only when
-    ``apply_fix`` is True (otherwise each step's command is printed and nothing is run)."""
+    the one before (bootstrap CI, decode tok/s and time to first token). The lab is relaunched with
+    `Lab.restart`; a real server only when ``apply_fix`` is True (otherwise each step's command is
+    printed and nothing is run). ``diagnosis`` (the doctor's) gives what else to check when the
+    fixes leave a gap to the baseline."""
     from .bench import compare
-    from .lab import find_target_server
+    from .target import resolve_server
 
-    first = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
-    results = [StepResult(None, first, _median(first.summary(), "decode_tok_s"))]
+    questions = list(getattr(diagnosis, "open_questions", []) or [])
     lab = _lab_of(host, server)
+    notes = []
+    if lab is not None or apply_fix:
+        # Every step starts from an empty prefix cache: a relaunch empties it, so a first run against a
+        # cache warmed by earlier benchmarks would read a lower time to first token than any step can.
+        notes += _flush_cache(server)
+    first = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
+    results = [StepResult(None, first, _mean(first.summary(), "decode_tok_s"), ttft_ms=_mean(first.summary(),
+                                                                                          "ttft_ms"))]
     if lab is None:
         for step in plan:
             say(f"{step.title}:\n  {_prefix(server)}{shlex.join(step.flags)}")
         if not apply_fix:
             say("not applied: set apply_fix = True to relaunch this server with each step in turn")
-            return Validation(target, results, baseline_tok_s, None, False)
+            return Validation(target, results, baseline_tok_s, None, False, open_questions=questions)
     previous = first
     accept = first.totals.get("accept_length")
     for step in plan:
-        say(f"relaunching with {', '.join(map(str, step.changes))}")
+        say(f"relaunching with {_step_label(step)}")
         if lab is not None:
-            lab.restart(flags=step.flags)
+            lab.restart(flags=step.flags, machine=tuple(step.machine))
         else:
             relaunch(host, server, step.flags)
-        server = find_target_server(host, target, port=server.port)
+        server = resolve_server(host, target, port=server.port)
+        notes += _flush_cache(server)  # a fresh server's cache is empty; this says so rather than assumes it
         run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress,
                       label=step.finding)
-        results.append(StepResult(step, run, _median(run.summary(), "decode_tok_s"), compare(previous, run)))
+        summary = run.summary()
+        results.append(StepResult(step, run, _mean(summary, "decode_tok_s"), compare(previous, run),
+                                  _mean(summary, "ttft_ms"), compare(previous, run, metric="ttft_ms")))
         previous, accept = run, run.totals.get("accept_length") or accept
     ceiling = _ceiling(host, server, accept)
-    return Validation(target, results, baseline_tok_s, ceiling, True)
+    return Validation(target, results, baseline_tok_s, ceiling, True, list(dict.fromkeys(notes)),
+                      open_questions=questions)
+
+
+def _flush_cache(server, timeout: float = 30.0) -> list[str]:
+    """POST /flush_cache (sglang's endpoint, entrypoints/http_server.py), so that every measured step
+    starts with an empty prefix cache; a note when the server refused or could not be reached."""
+    import urllib.request
+
+    if not server.url:
+        return [f"the prefix cache of pid {server.pid} was not flushed (no URL): times to first token may "
+                "compare a warm cache with a cold one"]
+    try:
+        with urllib.request.urlopen(urllib.request.Request(server.url + "/flush_cache", method="POST"),
+                                    timeout=timeout) as resp:
+            resp.read()
+        return []
+    except OSError as exc:
+        return [f"the prefix cache was not flushed before a run ({server.url}/flush_cache: {exc}): times to "
+                "first token may compare a warm cache with a cold one"]
+
+
+def _mean(summary, row: str) -> float | None:
+    value = summary.loc[row, "mean"] if row in summary.index else None
+    return None if value is None or value != value else float(value)
 
 
 def _head(server) -> list[str]:

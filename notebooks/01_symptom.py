@@ -32,18 +32,21 @@
 import kit.lab
 from kit import investigation
 from kit.display import rate_distribution, timeline
-from kit.lab import find_target_server
+from kit.metrics import server_timeline
 from kit.report import build_report
-from kit.target import connect
+from kit.target import connect, resolve_server
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
 ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 requests: int = 8  # measured requests, one at a time (a warm-up request comes first)
 max_tokens: int = 128  # output tokens per request: long enough to reach a steady decode rate
 baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no baseline)
+prometheus_url: str = ""  # a Prometheus that scrapes the server ("": the server's log only); credentials from $SGL_KIT_PROMETHEUS_TOKEN or $SGL_KIT_PROMETHEUS_USER/_PASSWORD
+timeline_since: str = "24h"  # how far back the timeline looks
 notebook_file: str = "01_symptom.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "01_symptom.html" ("": do not)
 
@@ -53,9 +56,11 @@ share_to: str = ""  # write a shareable report of it here, secrets removed, e.g.
 # As in `00_connect`: one target string, and discovery finds the server on the box.
 
 # %%
-kit.lab.ensure_running(target)
+kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
+
+# %%
 host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = find_target_server(host, target, port=server_port or None)
+server = resolve_server(host, target, port=server_port or None)
 server
 
 # %% [markdown]
@@ -97,6 +102,22 @@ run.summary()
 timeline(run)
 
 # %% [markdown]
+# ## When did it drop, and what changed then
+#
+# A benchmark says how fast the server is now. When it dropped, and what changed at that moment, is in
+# what watched it: the Prometheus that scrapes the server (`prometheus_url`), and the server's own
+# `Decode batch` log lines (dotted), which need no Prometheus at all. Throughput, accept length, queue and
+# token usage over time; restarts are the red dashed lines, and the text below says what each one changed
+# in the launch when the evidence shows it. A series the server did not report is named, never drawn as 0.
+
+# %%
+history = server_timeline(server, prometheus_url or None, since=timeline_since)
+history.figure()
+
+# %%
+print(history.to_text())
+
+# %% [markdown]
 # ## 4. Against what: the baseline and the roofline
 #
 # A rate means little alone. Two references give it a meaning:
@@ -132,7 +153,7 @@ symptom.roofline
 # ## Share
 #
 # To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
-# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# writes one self-contained HTML page (no network needed to open it) with the secrets it recognises removed,
 # API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 

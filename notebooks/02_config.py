@@ -32,25 +32,27 @@
 import kit.lab
 from kit import investigation
 from kit.display import filtered_table
-from kit.lab import find_target_server
 from kit.server_args import classify_server, effective_args
 from kit.source import SourceTree
 from kit.report import build_report
-from kit.target import connect
+from kit.target import connect, resolve_server
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
 ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 baseline: str = "lab:old"  # the known-good launch: lab:old, or a log / /server_info JSON / command file here
 notebook_file: str = "02_config.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "02_config.html" ("": do not)
 
 # %%
-kit.lab.ensure_running(target)
+kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
+
+# %%
 host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = find_target_server(host, target, port=server_port or None)
+server = resolve_server(host, target, port=server_port or None)
 tree = SourceTree.of_server(server)
 tree
 
@@ -126,7 +128,7 @@ differences
 # ## Share
 #
 # To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
-# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# writes one self-contained HTML page (no network needed to open it) with the secrets it recognises removed,
 # API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 

@@ -31,27 +31,29 @@
 import kit.lab
 from kit import investigation
 from kit.doctor import doctor
-from kit.lab import find_target_server
 from kit.provenance import explain_server
 from kit.server_args import effective_args
 from kit.source import SourceTree
 from kit.report import build_report
-from kit.target import connect
+from kit.target import connect, resolve_server
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
 ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 flag: str = "disable_piecewise_cuda_graph"  # the argument SGLang changed on its own (from 02_config)
 gpu: str = "a6000"  # the GPU profile the dry-run answers SGLang's hardware probes with (kit/data/gpus.yaml)
 notebook_file: str = "03_auto_disable.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "03_auto_disable.html" ("": do not)
 
 # %%
-kit.lab.ensure_running(target)
+kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
+
+# %%
 host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = find_target_server(host, target, port=server_port or None)
+server = resolve_server(host, target, port=server_port or None)
 tree = SourceTree.of_server(server)
 if host.name != "local":
     tree = tree.snapshot()  # one copy of the remote source, reused by every read below
@@ -85,12 +87,15 @@ explanation
 investigation.rule_source(tree, explanation)
 
 # %% [markdown]
-# ## 3. Follow `is_multimodal` into the model config
+# ## 3. Follow the guard into what decided it
 #
-# The guard calls `self.get_model_config().is_multimodal`. The kit follows that property into `ModelConfig`'s
-# own source and evaluates it against this model's `config.json`: its architecture,
-# `Qwen3_5ForConditionalGeneration`, is in SGLang's list of multimodal architectures, so a model served
-# text-only still counts as a VLM. These are the lines the answer rests on:
+# A guard calls into the rest of SGLang: a property of the model config, a hardware probe, an environment
+# variable. The kit follows each call into its own source and evaluates it against this server's evidence.
+# The cell below says what decided it for *this* server, from the site that fired, then shows the lines the
+# answer rests on.
+
+# %%
+investigation.why_it_fired(explanation, server)
 
 # %%
 for snippet in investigation.evidence_lines(tree, (explanation.fired or explanation.sites)[0]):
@@ -110,13 +115,11 @@ investigation.dryrun_crosscheck(server, tree, explanation, gpu=gpu)
 # %% [markdown]
 # ## 5. The way out, and the fix that is not one
 #
-# The function that holds the rule starts with an early return on a flag: in 0.5.11,
-# `if self.enforce_piecewise_cuda_graph: return`. That flag skips every auto-disable rule, so it is the fix
-# *for this version*; line numbers and even flag names change between releases (0.5.18 renamed it), which
-# is why the kit reads it from the installed source instead of a table.
-#
-# The pitfall: serving the model "text-only" with `--language-only` sounds right, but SGLang refuses that
-# launch at startup unless `--encoder-urls` is given. The kit finds the `raise` that would fire.
+# A function that holds rules like these often starts with an early return on a flag that skips them all.
+# Line numbers and even flag names change between releases, which is why the kit reads the way out from the
+# installed source instead of a table, and checks the fixes people try first against the `raise`s SGLang
+# would hit at startup. The cell below says what holds for this server: the flag, or why there is nothing
+# to change, and the pitfall when there is one.
 
 # %%
 investigation.way_out(tree, explanation, effective_args(server), None)
@@ -139,7 +142,7 @@ diagnosis
 # ## Share
 #
 # To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
-# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# writes one self-contained HTML page (no network needed to open it) with the secrets it recognises removed,
 # API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 

@@ -32,15 +32,16 @@ import kit.lab
 from kit import investigation
 from kit.display import ab_comparison
 from kit.doctor import doctor
-from kit.lab import find_target_server
 from kit.report import build_report
-from kit.target import connect
+from kit.target import connect, resolve_server
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
 ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
+lab_scenario: str = ""  # the lab only: its scenario, e.g. "p2p-pcie" (PCIe GPUs without P2P); "": keep the running one
 requests: int = 8  # measured requests per step, one at a time
 max_tokens: int = 128  # output tokens per request
 baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no baseline)
@@ -50,9 +51,11 @@ notebook_file: str = "04_fix_and_validate.ipynb"  # this notebook as saved (or a
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "04_fix_and_validate.html" ("": do not)
 
 # %%
-kit.lab.ensure_running(target)
+kit.lab.ensure_running(target, launch=lab_launch, scenario=lab_scenario or None)  # the lab only (a real target shows nothing)
+
+# %%
 host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = find_target_server(host, target, port=server_port or None)
+server = resolve_server(host, target, port=server_port or None)
 server
 
 # %% [markdown]
@@ -67,7 +70,7 @@ server
 diagnosis = doctor(target, host=host, port=server.port)
 plan = investigation.fix_plan(diagnosis, server)
 for number, step in enumerate(plan, 1):
-    print(f"step {number}: {step.title}: {', '.join(map(str, step.changes))}")
+    print(f"step {number}: {step.title}: {step.label}")
 
 # %% [markdown]
 # ## 2. Relaunch, re-bench, compare
@@ -76,13 +79,15 @@ for number, step in enumerate(plan, 1):
 # a real server would), then a wait for `/health` and the same benchmark as `01_symptom`. For a real server
 # the commands are printed and nothing is restarted.
 #
-# Each step is compared with the one before: the difference in mean decode tok/s per request, with a 95%
-# bootstrap interval (10,000 resamples of the requests). A verdict of "improved" needs the interval to
-# exclude zero and the change to exceed 1% of the rate.
+# Each step is compared with the one before, on two numbers: the mean decode tok/s per request and the mean
+# time to first token, each with a 95% bootstrap interval (10,000 resamples of the requests). A verdict needs
+# the interval to exclude zero and the change to exceed 1% of the value. The two numbers answer different
+# questions: in sglang 0.5.11 speculative verify runs in the decode CUDA graph, so the step count moves decode
+# speed, while the prefill (piecewise) graph covers extend and prefill batches, so it moves time to first token.
 
 # %%
 validation = investigation.validate(host, target, server, plan, requests=requests, max_tokens=max_tokens,
-                                    apply_fix=apply_fix, baseline_tok_s=baseline_tok_s or None)
+                                    apply_fix=apply_fix, baseline_tok_s=baseline_tok_s or None, diagnosis=diagnosis)
 validation.plot()
 
 # %% [markdown]
@@ -96,12 +101,25 @@ for result in validation.results[1:]:
 # %% [markdown]
 # ## 3. The conclusion, computed from the runs
 #
-# Every number below comes from the runs above: the gain of each fix with its interval, the final rate as a
-# share of the single-stream roofline, and whether the symptom is gone (at least 90% of the baseline).
+# Every number below comes from the runs above, as means (the same statistic as the differences): each fix's
+# effect on decode and on time to first token with its interval, the final rate as a share of the single-stream
+# roofline, and whether the symptom is gone (at least 90% of the baseline). When the fixes leave a gap to the
+# baseline, the conclusion says it is unexplained, and lists what the doctor says to check next and which
+# evidence would decide it; it does not invent a cause.
 #
-# On the lab, the speed of the fixed launch is part of its throughput model: the incident reports ~70 tok/s
-# before the upgrade and 50-57 tok/s after the first fix, but **no measured number for the second fix**; the
-# lab's 66-72 tok/s for it is an assumption (see `00_connect`). On a real server these numbers are measured.
+# On the lab, speeds come from its throughput model: the incident's write-up reports ~70 tok/s on the old
+# deployment, 35-40 on the new launch and 50-57 with 3 steps restored, and nothing after the prefill-graph fix.
+# The lab follows sglang's mechanisms, so the prefill graph lowers time to first token there (by an assumed
+# amount) and leaves decode alone. On a real server these numbers are measured.
+#
+# Every step is benchmarked from an empty prefix cache (the kit flushes it before each run): a relaunch
+# empties it, so a first run against a cache warmed by earlier notebooks would read a lower time to first
+# token than any step can.
+#
+# With `lab_scenario = "p2p-pcie"` the lab is two PCIe GPUs without peer access: sglang's custom all-reduce
+# is off and NCCL all-reduces over PCIe. The doctor finds it from `nvidia-smi topo -p2p` and models its cost;
+# its fix is a change to the machine (BIOS or driver), which the lab stands in for, so the step shows whether
+# the modelled gain is measured. Set `baseline_tok_s = 0` there: that scenario has no baseline.
 
 # %%
 print(validation.conclusion())
@@ -114,7 +132,7 @@ if summary_path:
 # ## Share
 #
 # To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
-# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# writes one self-contained HTML page (no network needed to open it) with the secrets it recognises removed,
 # API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 

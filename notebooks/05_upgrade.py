@@ -33,11 +33,10 @@
 
 # %%
 import kit.lab
-from kit.lab import find_target_server
 from kit.model_config import model_config_beside
 from kit.report import build_report
 from kit.server_args import effective_args, server_flags
-from kit.target import connect
+from kit.target import connect, resolve_server
 from kit.upgrade import upgrade_diff
 
 # %% tags=["parameters"]
@@ -45,10 +44,12 @@ target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/confi
 ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases and keys from
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
+lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 from_version: str = "0.5.11"  # the sglang release the server runs now (the lab runs 0.5.11)
 to_versions: str = "0.5.23"  # the releases to upgrade to, separated by commas, e.g. "0.5.18, 0.5.23"
 gpu: str = "a6000"  # the GPU profile the dry-run answers SGLang's hardware probes with (kit/data/gpus.yaml)
 old_versions: str = "0.4.6, 0.4.8"  # two releases before the dry-run's reach, compared statically ("": skip)
+summary_path: str = ""  # add the diff's headline to this run summary (JSON) ("": do not write)
 notebook_file: str = "05_upgrade.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "05_upgrade.html" ("": do not)
 
@@ -61,9 +62,11 @@ share_to: str = ""  # write a shareable report of it here, secrets removed, e.g.
 # server's command line, and its model's `config.json` beside the model path on the box.
 
 # %%
-kit.lab.ensure_running(target)
+kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
+
+# %%
 host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = find_target_server(host, target, port=server_port or None)
+server = resolve_server(host, target, port=server_port or None)
 flags = server_flags(server.argv)
 model_config = model_config_beside(host, effective_args(server).get("model_path"))
 print(f"sglang {server.sglang_version}, launched with:\n  {' '.join(flags)}")
@@ -83,6 +86,10 @@ print(f"sglang {server.sglang_version}, launched with:\n  {' '.join(flags)}")
 # %%
 diff = upgrade_diff(flags, [from_version, to_versions], model=model_config, gpu=gpu)
 diff
+
+# %%
+if summary_path:
+    print(f"written: {diff.save_summary(summary_path)}")
 
 # %% [markdown]
 # ## 3. Renamed flags, and flags that no longer parse
@@ -136,7 +143,7 @@ if old_versions:
 # ## Share
 #
 # To attach this notebook to a ticket, save it (Ctrl-S), set `share_to` and run the cell below: it
-# writes one self-contained HTML page (no network needed to open it) with every secret removed,
+# writes one self-contained HTML page (no network needed to open it) with the secrets it recognises removed,
 # API keys, tokens, passwords in URLs, private keys, and says what it removed, by kind only.
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 

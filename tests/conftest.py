@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 SSHD = "/usr/sbin/sshd"
@@ -443,3 +444,14 @@ def remote_lab(sshd, tmp_path_factory):
         lab.down()
         host.close()
         mp.undo()
+
+
+# Property tests: free exploration on a developer's machine, the same examples on every CI run.
+# `derandomize` makes Hypothesis derive its examples from each test's own source, so CI's outcome
+# never depends on a lucky draw; no example database is read or written there either.
+hypothesis.settings.register_profile(
+    "ci", derandomize=True, database=None, print_blob=True,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.register_profile("dev", print_blob=True)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _in_ci() else "dev"))

@@ -16,11 +16,10 @@ from _lab_support import free_port
 
 from kit import investigation
 from kit.errors import KitError
-from kit.lab import find_target_server
 from kit.lab.control import Lab
 from kit.server_args import server_flags
 from kit.source import SourceTree
-from kit.target import connect
+from kit.target import connect, resolve_server
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +31,7 @@ def lab(tmp_path, monkeypatch):
     lab = Lab()
     status = lab.up(variant="new", port=free_port())
     host = connect("lab")
-    yield lab, host, find_target_server(host, "lab"), status
+    yield lab, host, resolve_server(host, "lab"), status
     lab.down()
     host.close()
 
@@ -65,7 +64,7 @@ def test_relaunch_restarts_a_server_the_way_it_ran_with_new_flags(lab):
         assert result["outcome"] == "started" and result["pid"] != server.pid
         info = _info(status.port)
         assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (3, 4)
-        again = find_target_server(host, "lab")
+        again = resolve_server(host, "lab")
         assert again.pid == result["pid"] and again.cwd == server.cwd and again.log_path == server.log_path
         assert again.env.get("CUDA_VISIBLE_DEVICES") == server.env.get("CUDA_VISIBLE_DEVICES")
     finally:

@@ -25,10 +25,12 @@ from kit.server_args import parse_log
 pytestmark = pytest.mark.slow  # real lab processes and one `sgl-kit` process per command
 
 SGL_KIT = shutil.which("sgl-kit", path=str(Path(sys.executable).parent)) or "sgl-kit"
-# sglang's own regex for decode log lines (srt/debug_utils/log_parser.py in 0.5.11), without its optional parts.
+# sglang's own regex for decode log lines (srt/debug_utils/log_parser.py in 0.5.11), without its optional parts,
+# and with the comma after #queue-req optional: 0.5.11's scheduler ends the line there
+# (srt/observability/scheduler_metrics_mixin.py:561-565), its older log parser expects one.
 DECODE = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\s+TP(\d+))?\]\s+Decode batch( \[\d+\])?,\s+"
                     r"#running-req:\s*(\d+),\s+#token:\s*(\d+),\s+token usage:\s*([0-9.]+),\s+.*?"
-                    r"gen throughput \(token/s\):\s*([0-9.]+),\s+#queue-req:\s*(\d+),")
+                    r"gen throughput \(token/s\):\s*([0-9.]+),\s+#queue-req:\s*(\d+)(?:,|$)", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,7 @@ def test_lab_up_runs_the_server_from_a_lab_directory_shaped_like_the_incidents(l
 
 
 def test_lab_up_twice_does_not_start_a_second_server(lab, env):
-    proc = sgl_kit(env, "--json", "lab", "up", "--port", str(free_port()))
+    proc = sgl_kit(env, "--json", "lab", "up")  # no port asked: whatever port it runs on will do
     again = json.loads(proc.stdout)
     assert proc.returncode == 0 and again["pid"] == lab["pid"] and again["port"] == lab["port"]
     assert "already running" in again["note"]
@@ -91,6 +93,9 @@ def test_the_log_is_sglangs_with_a_line_that_says_what_the_lab_is(lab, env):
     decode = [m for m in DECODE.finditer(log)]
     assert decode, "no decode line that sglang's own log parser would read"
     assert "accept len: " in log and int(decode[-1].group(4)) == 1
+    # as sglang 0.5.11's: the line ends at `#queue-req: N` (srt/observability/scheduler_metrics_mixin.py:561-565)
+    lines = [line for line in log.splitlines() if "Decode batch" in line]
+    assert lines and all(re.search(r", #queue-req: \d+$", line) for line in lines), lines[-1]
 
 
 def test_args_lab_shows_disable_piecewise_cuda_graph_as_auto_changed(lab, env):
@@ -193,6 +198,20 @@ def test_up_with_another_variant_while_one_runs_says_to_restart(own_lab):
     assert same.returncode == 0 and "already running" in same.stdout
 
 
+def test_up_on_another_port_while_one_runs_says_where_it_runs(own_lab):
+    env, lab = own_lab
+    other = free_port()
+    while other == lab["port"]:
+        other = free_port()
+    proc = sgl_kit(env, "lab", "up", "--port", str(other))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"sgl-kit: error: the lab on local already runs on port {lab['port']} "
+                                  f"(pid {lab['pid']}); this asked for port {other}\n")
+    assert f"`sgl-kit lab restart --port {other}`" in proc.stderr
+    same = sgl_kit(env, "lab", "up", "--port", str(lab["port"]))
+    assert same.returncode == 0 and "already running" in same.stdout
+
+
 def test_a_failed_restart_says_the_old_server_was_stopped_and_how_to_bring_it_back(own_lab):
     env, lab = own_lab
     proc = sgl_kit(env, "lab", "restart", "--", *_variant_flags("new"), "--bogus-flag")
@@ -209,7 +228,7 @@ def test_a_failed_restart_says_the_old_server_was_stopped_and_how_to_bring_it_ba
 def test_lab_down_stops_the_server(own_lab):
     env, lab = own_lab
     proc = sgl_kit(env, "lab", "down")
-    assert proc.returncode == 0 and f"stopped pid {lab['pid']}" in proc.stdout
+    assert proc.returncode == 0 and proc.stdout.startswith(f"lab: stopped pid {lab['pid']}; now not running")
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and Path(f"/proc/{lab['pid']}").exists():
         state = Path(f"/proc/{lab['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0]

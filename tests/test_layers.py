@@ -153,6 +153,41 @@ def test_the_lab_never_imports_bench():
             for _, t, _ in _imports(m) if t.startswith("kit.bench")] == []
 
 
+_SERVER_FINDERS = {"find_target_server", "find_lab_server"}
+
+
+def _notebook_imports(path: Path) -> list[tuple[int, str, str | None]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kit"):
+            found += [(node.lineno, node.module, a.name) for a in node.names]
+    return found
+
+
+def test_only_the_lab_imports_kit_lab_to_find_a_server():
+    """A target string becomes a server through kit.target.resolve_server alone: nothing outside
+    kit/lab/ and kit/cli/lab.py (modules and notebooks) finds a server through kit.lab."""
+    outside = [m for m in MODULES if not m.startswith("kit.lab") and m != "kit.cli.lab"]
+    found = [f"{m}:{line} takes {name or target} from kit.lab" for m in outside
+             for line, target, name in _imports(m)
+             if target.startswith("kit.lab") and (name in _SERVER_FINDERS or target == "kit.lab" and name is None
+                                                  and _uses_a_finder(MODULES[m]))]
+    notebooks = sorted((ROOT / "notebooks").glob("*.py")) + sorted((ROOT / "notebooks").glob("*/*.py"))
+    assert notebooks
+    found += [f"{p.relative_to(ROOT)}:{line} takes {name} from {module}" for p in notebooks
+              for line, module, name in _notebook_imports(p) if module.startswith("kit.lab") and name in _SERVER_FINDERS]
+    found += [f"{p.relative_to(ROOT)} calls kit.lab.{name}" for p in notebooks for name in _SERVER_FINDERS
+              if _uses_a_finder(p, name)]
+    assert found == []
+
+
+def _uses_a_finder(path: Path, only: str | None = None) -> bool:
+    """Whether the file reads ``kit.lab.find_...`` (or ``lab.find_...``) as an attribute."""
+    return any(isinstance(n, ast.Attribute) and n.attr in ({only} if only else _SERVER_FINDERS)
+               and isinstance(n.value, ast.Name | ast.Attribute)
+               for n in ast.walk(ast.parse(path.read_text())))
+
+
 def test_modules_stay_under_the_size_limit():
     big = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert big == {}

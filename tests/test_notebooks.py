@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _real_server_support import real_server as real_server  # noqa: F401 (the session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -72,7 +73,8 @@ def test_exactly_one_parameters_cell_of_typed_literals_with_comments(path):
     for node in tree.body:
         ast.literal_eval(node.value)  # a literal, not a derived value
         assert "#" in lines[node.lineno - 1].split("=", 1)[1], f"no comment on {node.target.id}"
-    assert any(n.target.id == "target" and n.value.value == "lab" for n in tree.body)
+    if path.stem != "06_practice":  # the practice reads posted evidence, not a server
+        assert any(n.target.id == "target" and n.value.value == "lab" for n in tree.body)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
@@ -139,6 +141,8 @@ def test_each_notebook_shows_what_it_teaches(story, remote_lab):
     assert "tok/s per request (median of 4)" in text["01_symptom"] and "single-stream ceiling" in text["01_symptom"]
     assert "368 fields" in text["02_config"] and "disable_piecewise_cuda_graph" in text["02_config"]
     assert "8. Multimodal / VLM models" in text["03_auto_disable"]
+    # the incident's story, computed from its findings: the architecture that makes it a VLM
+    assert "its architecture, `Qwen3_5ForConditionalGeneration`, is in SGLang's list" in text["03_auto_disable"]
     assert "--enforce-piecewise-cuda-graph" in text["03_auto_disable"]
     assert "--encoder-urls" in text["03_auto_disable"]
     assert "Before:" in text["04_fix_and_validate"] and "The symptom is" in text["04_fix_and_validate"]
@@ -160,18 +164,25 @@ def test_the_conclusion_of_04_comes_from_its_runs(story):
     previous = None
     for step in data["steps"]:
         run = BenchRun.load(step["run"])
-        rate = float(run.summary().loc["decode_tok_s", "median"])
+        rate = float(run.summary().loc["decode_tok_s", "mean"])  # means: the statistic the differences use
         assert rate == pytest.approx(step["rate_tok_s"])
         assert f"{rate:.1f} tok/s" in conclusion
         if previous is not None:
             c = compare(previous, run)  # the same bootstrap (seeded): the same interval
-            assert (c.ci_low, c.ci_high, c.verdict) == pytest.approx(
-                (step["vs_previous"]["ci_low"], step["vs_previous"]["ci_high"], step["vs_previous"]["verdict"]))
-            assert f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {c.verdict}" in conclusion
+            assert (c.ci_low, c.ci_high) == pytest.approx((step["vs_previous"]["ci_low"], step["vs_previous"]["ci_high"]))
+            assert f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]" in conclusion
+            t = compare(previous, run, metric="ttft_ms")
+            assert t.verdict == step["ttft_vs_previous"]["verdict"] and f"[{t.ci_low:+.0f}, {t.ci_high:+.0f}]" in conclusion
         previous = run
+    steps = {s["finding"]: s for s in data["steps"][1:]}
+    assert steps["speculative-steps-low"]["vs_previous"]["verdict"] == "improved"  # decode speed regained
+    assert steps["prefill-cuda-graph-off"]["ttft_vs_previous"]["verdict"] == "improved"  # lower time to first token
+    assert steps["prefill-cuda-graph-off"]["vs_previous"]["verdict"] != "improved"  # verify is not in its graph
     gone = data["after_tok_s"] >= 0.9 * data["baseline_tok_s"]
     assert data["symptom_gone"] is gone
     assert f"The symptom is {'gone' if gone else 'still there'}" in conclusion
+    if not gone:
+        assert "is unexplained" in conclusion and data["open_questions"]
 
 
 @pytest.mark.ssh
@@ -193,7 +204,7 @@ def test_the_template_runs_against_the_lab_over_ssh(remote_lab, sshd):
 
 @pytest.mark.slow
 def test_a_slower_fix_changes_the_conclusion(tmp_path, monkeypatch):
-    """A lab whose scenario gives the piecewise graph no speed-up: 04 must say so, from its runs."""
+    """A lab whose scenario gives the prefill graph no effect on prefill either: 04 must say so, from its runs."""
     import papermill
     import yaml
     from _lab_support import free_port
@@ -201,8 +212,9 @@ def test_a_slower_fix_changes_the_conclusion(tmp_path, monkeypatch):
     from kit.lab.control import Lab
 
     scenario = yaml.safe_load((ROOT / "kit" / "data" / "scenarios" / "incident.yaml").read_text())
-    verify = scenario["decode"]["target_verify_ms"]
-    verify["piecewise_cuda_graph_on"] = verify["piecewise_cuda_graph_off"]  # the flag buys nothing here
+    for key in ("base_ms", "ms_per_token"):  # the flag buys nothing here, not even time to first token
+        table = scenario["prefill"][key]
+        table["piecewise_cuda_graph_on"] = table["piecewise_cuda_graph_off"]
     path = tmp_path / "no-gain.yaml"  # written by the test: the incident's scenario with one number changed
     path.write_text(yaml.safe_dump(scenario))
     monkeypatch.setenv("SGL_KIT_LAB_DIR", str(tmp_path / "lab"))
@@ -221,9 +233,10 @@ def test_a_slower_fix_changes_the_conclusion(tmp_path, monkeypatch):
     steps = {s["finding"]: s for s in data["steps"][1:]}
     assert steps["speculative-steps-low"]["vs_previous"]["verdict"] == "improved"
     assert steps["prefill-cuda-graph-off"]["vs_previous"]["verdict"] != "improved"
-    assert data["symptom_gone"] is False
+    assert steps["prefill-cuda-graph-off"]["ttft_vs_previous"]["verdict"] != "improved"
+    assert data["symptom_gone"] is False and data["unexplained_tok_s"] > 10 and data["open_questions"]
     conclusion = "\n".join(_outputs(out))
-    assert "The symptom is still there" in conclusion
+    assert "The symptom is still there" in conclusion and "is unexplained" in conclusion
 
 
 def _kinds(path: Path) -> set[str]:
@@ -237,3 +250,89 @@ def _outputs(path: Path) -> list[str]:
             assert out.get("output_type") != "error", f"{path.name}: {out.get('ename')}: {out.get('evalue')}"
             texts.append("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
     return texts
+
+
+def test_04_on_the_p2p_scenario_validates_the_machine_fix(tmp_path, monkeypatch):
+    """lab_scenario = "p2p-pcie": the doctor finds P2P missing from the lab's topo -p2p, and the step that
+    stands in for enabling it is measured faster; the conclusion comes from the runs."""
+    import papermill
+    from _lab_support import free_port
+
+    from kit.lab.control import Lab
+
+    monkeypatch.setenv("SGL_KIT_LAB_DIR", str(tmp_path / "lab"))
+    monkeypatch.setenv("SGL_KIT_LAB_DRYRUN", "0")
+    Lab().up(variant="new", port=free_port())  # the incident's: the notebook restarts it in its scenario
+    out, summary = tmp_path / "04.ipynb", tmp_path / "validation.json"
+    try:
+        papermill.execute_notebook(str(NOTEBOOKS / "04_fix_and_validate.ipynb"), str(out), kernel_name="python3",
+                                   progress_bar=False, cwd=str(NOTEBOOKS), execution_timeout=300,
+                                   parameters={"requests": 6, "max_tokens": 96, "summary_path": str(summary),
+                                               "lab_scenario": "p2p-pcie", "baseline_tok_s": 0.0})
+    finally:
+        Lab().down()
+    data = json.loads(summary.read_text())
+    (step,) = data["steps"][1:]
+    assert step["finding"] == "p2p-unavailable" and step["machine"] == ["p2p-unavailable"]
+    assert step["vs_previous"]["verdict"] == "improved" and step["vs_previous"]["ci_low"] > 0
+    assert step["ttft_vs_previous"]["verdict"] != "regressed"
+    conclusion = "\n".join(_outputs(out))
+    assert "the machine changed for p2p-unavailable" in conclusion
+
+
+# -- the guided notebooks against a real sglang server ----------------------------------------------
+#
+# PyPI's sglang 0.5.11 on CPU with a tiny Qwen3 (tests/_real_server_support.py, one server per test
+# session), reached over the test sshd as a real box would be, with lab_launch = "" so nothing restarts
+# it. 00, 01 and 03: their prose and outputs must follow what this server shows, not the incident.
+REAL_NOTEBOOKS = {
+    "00_connect": {},
+    "01_symptom": {"requests": 2, "max_tokens": 16, "baseline_tok_s": 0.0},
+    "03_auto_disable": {},
+}
+
+
+@pytest.fixture(scope="module")
+def real_story(real_server, sshd, tmp_path_factory):  # noqa: F811 (the session fixture)
+    import papermill
+
+    out = tmp_path_factory.mktemp("real-story")
+    timings = {}
+    for name, extra in REAL_NOTEBOOKS.items():
+        started = time.monotonic()
+        papermill.execute_notebook(
+            str(NOTEBOOKS / f"{name}.ipynb"), str(out / f"{name}.ipynb"), kernel_name="python3",
+            progress_bar=False, cwd=str(NOTEBOOKS), execution_timeout=600,
+            parameters={"target": sshd.alias, "ssh_config": str(sshd.ssh_config), "server_port": real_server.port,
+                        "lab_launch": "", **extra})
+        timings[name] = time.monotonic() - started
+    print("notebooks on the real server over SSH: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
+    return out, real_server
+
+
+def _everything(path: Path) -> str:
+    """The notebook's markdown and every output, as one text."""
+    cells = _cells(path)
+    return "\n".join([_source(c) for c in cells if c["cell_type"] == "markdown"] + _outputs(path))
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_the_guided_notebooks_follow_a_real_cpu_server(real_story):
+    out, real_server = real_story
+    text = {name: _everything(out / f"{name}.ipynb") for name in REAL_NOTEBOOKS}
+    server = real_server.server()
+    assert "<ServerProcess sglang 0.5.11" in text["00_connect"] and "sglang.launch_server" in text["00_connect"]
+    assert "tok/s per request (median of 2)" in text["01_symptom"]
+    # 03: the rule that fired on this server is sglang's non-CUDA rule, decided by its CPU engine variable
+    story = text["03_auto_disable"]
+    assert "Rule '5. Non-CUDA hardware (AMD, NPU, CPU, MPS, XPU, etc.)' fired at srt/server_args.py:" in story
+    assert "SGLANG_USE_CPU_ENGINE='1'" in story and f"/proc/{server.pid}/environ" in story
+    # and nothing of the incident's multimodal story, nor its GPU fixes
+    for incident in ("Qwen3_5ForConditionalGeneration", "is_multimodal`. The kit follows", "--language-only is not it",
+                     "the way out is --enforce-piecewise-cuda-graph"):
+        assert incident not in story, incident
+    assert "This server has no GPU (device = 'cpu')" in story
+    # the dry-run of the same launch, with the server's SGLANG_ variables, agrees on the site
+    assert "with SGLANG_USE_CPU_ENGINE=1): sglang's own run wrote it at srt/server_args.py:1215" in story
+    assert "-> agree" in story and "prefill-cuda-graph-off" in story

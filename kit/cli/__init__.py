@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 
 from kit.errors import KitError
 
-from . import args, bench, doctor, dryrun, lab, remote, report, upgrade, why
-from .common import common_options
+from . import args, bench, doctor, dryrun, lab, metrics, practice, remote, report, upgrade, why
+from .common import Parser, common_options
 
 __all__ = ["build_parser", "main"]
 
@@ -37,11 +37,11 @@ examples:
 """
 
 # In help order.
-GROUPS = (remote, doctor, why, args, lab, bench, dryrun, upgrade, report)
+GROUPS = (remote, doctor, why, args, lab, bench, metrics, dryrun, upgrade, report, practice)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sgl-kit",
         description="Find out why an SGLang server is slow.",
         epilog=EXAMPLES,

@@ -11,7 +11,7 @@ from .common import common_options, emit_json, host_for, local_file, plain
 
 __all__ = ["register", "route_target"]
 
-ACTIONS = ("parse", "diff", "show")
+ACTIONS = ("parse", "diff", "show", "read")
 # Common options that take a value, to skip over when looking for the command word.
 _VALUE_OPTIONS = ("--python", "--package-dir", "--identity", "-i", "--known-hosts", "--ssh-config", "--timeout")
 
@@ -54,12 +54,25 @@ def register(sub) -> None:
     diff.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
                       help="the model's config.json, to resolve a launch command with the dry-run "
                            "(default: its --model-path, when that is on this machine)")
-    diff.add_argument("--gpu", default="a6000", help="GPU profile for the dry-run (default: a6000)")
+    diff.add_argument("--gpu", metavar="GPU", help="the GPU to resolve a launch command on with the dry-run: a key "
+                                                   "of `sgl-kit dryrun gpus` or the name nvidia-smi prints (without "
+                                                   "it, a command is read as its flags over the defaults)")
     diff.add_argument("--no-dryrun", action="store_true",
                       help="do not resolve launch commands with the dry-run; compare their flags over the defaults")
     diff.add_argument("--all", action="store_true", help="also the fields that differ on every start (random_seed)")
     diff.set_defaults(func=cmd_args_diff)
-    for q in (parse, diff):
+    read = inner.add_parser("read", help="the sglang flags of a pasted launch, each with where it came from",
+                            description="Read FILE (- for stdin) as people paste launches: a shell script "
+                                        "(continuations, comments, variables, exec, \"$@\"), docker run, compose, "
+                                        "Kubernetes YAML (command, args, env, envFrom), a systemd unit, sgl.Engine(...) "
+                                        "or a whole issue body. Each flag is read on its own: a value it cannot read "
+                                        "(${PORT}, a cut-off token) is a problem naming the flag, and the rest is kept.")
+    read.add_argument("file")
+    read.add_argument("--sglang", metavar="VERSION",
+                      help="type the values with this sglang release's flag table (downloaded once); without it "
+                           "(or --package-dir) the flags are read by their shape, values as text")
+    read.set_defaults(func=cmd_args_read)
+    for q in (parse, diff, read):
         common_options(q)
     show = inner.add_parser("show", help="effective args of a running server, and where each came from",
                             description="Find the SGLang server on TARGET (the lab, this machine or an SSH "
@@ -130,6 +143,47 @@ def _diff_tree(args, required: bool):
     return source_tree(args.package_dir, args.sglang, required=required)
 
 
+# --------------------------------------------------------------------------- read
+
+
+def cmd_args_read(args) -> int:
+    from kit.server_args import flag_table, read_launch_text, split_paste
+
+    text = sys.stdin.read() if args.file == "-" else open(local_file(args.file), encoding="utf-8",
+                                                          errors="replace").read()
+    tree = _diff_tree(args, required=False)
+    table = flag_table(tree) if tree is not None else None
+    paste = split_paste(text)
+    pieces = paste.of("launch") if paste.several() and paste.of("launch") else None
+    where = "-" if args.file == "-" else args.file
+    reads = [read_launch_text(p.text, table, where=where, first_line=p.start) for p in pieces] if pieces else \
+        [read_launch_text(text, table, where=where)]
+    if args.json:
+        emit_json({"sglang": tree.version if tree is not None else None, "reads": [r.to_dict() for r in reads]})
+        return 0
+    for found in reads:
+        sys.stdout.write(_read_text(found, tree))
+    return 0
+
+
+def _read_text(found, tree) -> str:
+    typed = f"sglang {tree.version}'s flag table" if tree is not None else "their shape (no --sglang: values untyped)"
+    out = [f"{found.form}: {len(found.launches)} sglang launch(es), flags read by {typed}"]
+    for launch in found.launches:
+        out.append(f"\n{launch.launcher} at {launch.origin}")
+        width = max([len(f.option) for f in launch.flags] + [4])
+        for f in launch.flags:
+            out.append(f"  {f.option:<{width}}  {f.value!r:<28} {f.origin}")
+        for key, value in launch.env.items():
+            out.append(f"  env {key}={value}  ({launch.env_origin.get(key, '')})")
+        out += [f"  note: {n}" for n in launch.notes]
+    out += [f"  note: {n}" for n in found.notes]
+    problems = found.all_problems()
+    if problems:
+        out += ["", "could not read:"] + [f"  - {p}" for p in problems]
+    return "\n".join(out) + "\n"
+
+
 # --------------------------------------------------------------------------- show
 
 
@@ -155,13 +209,9 @@ def cmd_args_show(args) -> int:
 
 
 def _find(host, args, lab: bool):
-    if lab and args.pid is None and args.port is None:
-        from kit.lab import find_lab_server
+    from kit.target import resolve_server
 
-        return find_lab_server(host)
-    from kit.target import find_server
-
-    return find_server(host, pid=args.pid, port=args.port)
+    return resolve_server(host, "lab" if lab else None, pid=args.pid, port=args.port)
 
 
 def _args_text(server, snapshot, frame, total: int, args) -> str:

@@ -14,8 +14,47 @@ from typing import Any
 
 from kit.errors import KitError
 
-__all__ = ["common_options", "console", "emit_json", "host_for", "launch_options", "local_file", "plain",
+__all__ = ["Parser", "common_options", "console", "emit_json", "host_for", "launch_options", "local_file", "plain",
            "ssh_options", "tree_for"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with no guessing and with suggestions: an abbreviated option (``--baselin``) is an error,
+    not a silent expansion, and a mistyped command or option says what was probably meant."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D102 - argparse's own hook
+        hint = self.suggestion(message)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n" + (f"  -> {hint}\n" if hint else ""))
+
+    def suggestion(self, message: str) -> str:
+        """'did you mean ...?' for an invalid choice or an unrecognized option, else ''."""
+        import difflib
+        import re
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            known = re.findall(r"'([^']*)'", choice[2])
+            close = difflib.get_close_matches(choice[1], known, n=2, cutoff=0.6)
+            return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        unknown = re.search(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            options = [o for o in self._option_string_actions if o.startswith("--")]
+            found = []
+            for token in unknown[1].split():
+                name = token.split("=", 1)[0]
+                if name.startswith("--"):
+                    close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+                    if close:
+                        found.append((name, close[0]))
+            if len(found) == 1:
+                return f"did you mean {found[0][1]}?"
+            return ("did you mean " + ", ".join(f"{c} (for {n})" for n, c in found) + "?") if found else ""
+        return ""
 
 
 def common_options(parser: argparse.ArgumentParser, suppress: bool = True) -> argparse.ArgumentParser:
@@ -42,7 +81,9 @@ def launch_options(group) -> None:
     """--model, --gpu, --tp, --env: what a dry-run needs besides the flags (dryrun, upgrade-diff)."""
     group.add_argument("--model", metavar="DIR_OR_CONFIG_JSON",
                        help="the model's directory or config.json (default: --model-path among the flags)")
-    group.add_argument("--gpu", default="a6000", help="GPU profile, see `sgl-kit dryrun gpus` (default: a6000)")
+    group.add_argument("--gpu", default=None, metavar="GPU",
+                       help="the target's GPU: a key of `sgl-kit dryrun gpus` (h100, a6000, ...) or the name "
+                            "nvidia-smi prints; required for a dry-run")
     group.add_argument("--tp", type=int, metavar="N", help="tensor parallel size (adds --tp-size N)")
     group.add_argument("--env", metavar="KEY=VALUE", action="append", default=[],
                        help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
@@ -125,9 +166,9 @@ def server_for(host, args, required: bool = False):
     lab = parse_target(args.target)["kind"] == "lab"
     if not (lab or pid or port or required):
         return None
-    from kit.lab import find_target_server
+    from kit.target import resolve_server
 
-    args.server = find_target_server(host, args.target, pid=pid, port=port)
+    args.server = resolve_server(host, args.target, pid=pid, port=port)
     return args.server
 
 
@@ -156,6 +197,13 @@ def plain(value):
 
 
 def local_file(path: str) -> str:
-    if not os.path.isfile(path):
+    if os.path.isdir(path):
+        inside = sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)))[:4]
+        raise KitError(f"{path} is a directory; this takes one file",
+                       hint=(f"give one of its files, e.g. {os.path.join(path, inside[0])}" if inside
+                             else "give the path of a file (a log, a /server_info JSON or a launch command)"))
+    if not os.path.exists(path):
         raise KitError(f"no such file: {path}", hint="give the path of a file on this machine")
+    if not os.access(path, os.R_OK):
+        raise KitError(f"{path} is not readable by this user", hint="check its permissions")
     return path

@@ -10,14 +10,14 @@ from .common import common_options, console, emit_json, local_file, server_optio
 
 __all__ = ["register"]
 
-_FILES = ("log", "server_info", "command", "nvidia_smi", "topo", "model_config", "environ")
+_FILES = ("log", "server_info", "command", "nvidia_smi", "topo", "model_config", "environ", "paste")
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "doctor", help="find the throughput a server leaves on the table, with evidence and the fix",
         usage="sgl-kit doctor [TARGET] [--log FILE] [--server-info FILE] [--command FILE] [--nvidia-smi FILE] "
-              "[--topo FILE] [--model-config FILE] [--environ FILE] [--sglang VER] [--baseline FILE] [--bench FILE] [--json]",
+              "[--topo FILE] [--model-config FILE] [--environ FILE] [--paste FILE] [--sglang VER] [--baseline FILE] [--bench FILE] [--json]",
         description="Run the doctor's rules over a server. With a TARGET (lab, local, an SSH target) it finds "
                     "the SGLang server there and reads its arguments (/server_info or log), launch command, "
                     "environment, log, GPUs (nvidia-smi, topo -m, topo -p2p) and the sglang source of its "
@@ -41,6 +41,11 @@ def register(sub) -> None:
     files.add_argument("--model-config", metavar="FILE", help="the model's config.json")
     files.add_argument("--environ", metavar="FILE", help="the server's environment: `env` output (KEY=VALUE lines) "
                                                          "or a copy of /proc/PID/environ")
+    files.add_argument("--paste", metavar="FILE", action="append",
+                       help="a whole issue body, chat message or runbook dump: split into its pieces (server_args "
+                            "line, launch commands, Decode/Prefill batch lines, sglang's notices, nvidia-smi, topo, "
+                            "check_env, env dumps, config.json, bench_serving results); Markdown is stripped "
+                            "first. Any other file option that holds several pieces is read the same way")
     files.add_argument("--sglang", metavar="VER", help="sglang release whose source to read (downloaded once "
                                                        "with pip download --no-deps); default: the log's")
     files.add_argument("--gpu", metavar="NAME", help="the GPU model when no nvidia-smi output is at hand "

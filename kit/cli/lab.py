@@ -41,16 +41,30 @@ def _lab_options(p: argparse.ArgumentParser, starts: bool) -> None:
     p.add_argument("--port", type=int, default=None, help="HTTP port (default: 30000)")
     p.add_argument("--host", dest="bind", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--scenario", default="incident", help="throughput model in kit/data/scenarios (default: incident)")
-    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for /health (default: 60)")
+    p.add_argument("--wait", type=float, default=None,
+                   help="seconds to wait for /health (default: 60; 300 for --engine sglang)")
+    p.add_argument("--engine", choices=("stand-in", "sglang"), default=None,
+                   help="stand-in: the kit's stand-in of the incident (default); sglang: PyPI's real sglang server "
+                        "on CPU with a tiny random model (this machine only; builds its environment once, ~2.4 GB)")
+    p.add_argument("--sglang", metavar="VERSION", default=None,
+                   help="with --engine sglang: the sglang version (default: 0.5.11, the one verified on CPU)")
+    p.add_argument("--model", default=None, help="with --engine sglang: the tiny model (default: qwen3)")
 
 
 def _lab(args):
-    from kit.lab import Lab
+    from kit.lab.real import lab_for
 
     args.target = args.on
     host = host_for(args)
     python = args.python if args.python != "python3" or args.on not in ("local", "lab") else "python3"
-    return Lab(host, directory=args.dir, python=python)
+    engine = getattr(args, "engine", None)
+    if engine is None and (getattr(args, "sglang", None) or getattr(args, "model", None)):
+        engine = "sglang"
+    lab = lab_for(host, directory=args.dir, python=python, engine=engine, sglang=getattr(args, "sglang", None),
+                  model=getattr(args, "model", None))
+    if getattr(args, "wait", 0) is None:
+        args.wait = getattr(lab, "default_wait", 60.0)
+    return lab
 
 
 def _print_status(args, status) -> None:
@@ -66,7 +80,7 @@ def _print_status(args, status) -> None:
 def cmd_lab_up(args) -> int:
     lab = _lab(args)
     with lab.host:
-        status = lab.up(variant=args.variant, flags=args.cmd or None, port=args.port or 30000,
+        status = lab.up(variant=args.variant, flags=args.cmd or None, port=args.port,
                         host=args.bind, scenario=args.scenario, timeout=args.wait)
         _print_status(args, status)
     return 0

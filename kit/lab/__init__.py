@@ -52,40 +52,54 @@ def status():
     return Lab().status()
 
 
-def ensure_running(target: str = "lab"):
-    """For target ``lab``, start the lab unless it runs; other targets are left alone (None)."""
+def ensure_running(target: str = "lab", launch: str | None = None, scenario: str | None = None):
+    """For target ``lab``, start the lab unless it runs; other targets are left alone (None).
+
+    ``launch`` names the incident's launch a notebook teaches from (``new``, ``old`` or
+    ``fixed``). When the lab runs another one (``make demo`` and notebook 04 end on the fixed
+    launch), it is restarted with that one, and the status's note says what was found and done.
+    ``None`` or ``""`` keeps whatever runs. ``scenario`` (kit/data/scenarios) restarts the lab
+    in that scenario when it runs another one (``None``: keep it; the incident's to start).
+    """
     from kit.target import parse_target
+
+    from .control import Lab
 
     if parse_target(target)["kind"] != "lab":
         return None
-    return up()
+    lab = Lab()
+    current = lab.status()
+    wanted = f"variant {launch}" if launch else None
+    if not current.running:
+        status = lab.up(variant=launch or None, **({"scenario": scenario} if scenario else {}))
+        status.note = f"started the lab with {status.label or 'custom flags'}"
+        return status
+    if scenario and current.scenario != scenario:
+        status = lab.restart(variant=launch or "new", scenario=scenario)
+        status.note = (f"the lab was running scenario {current.scenario or 'incident'} (pid {current.pid}); "
+                       f"restarted it in scenario {scenario}")
+        return status
+    if wanted is None or current.label == wanted:
+        current.note = f"the lab runs {current.label or 'custom flags'}, the launch this notebook teaches from" \
+            if wanted else f"the lab runs {current.label or 'custom flags'}; kept as it is (launch not set)"
+        return current
+    status = lab.restart(variant=launch)
+    status.note = (f"the lab was running {current.label or 'custom flags'} (pid {current.pid}); restarted it with "
+                   f"the incident's {launch} launch, the state this notebook teaches from. Set lab_launch = \"\" "
+                   "in the parameters to keep whatever the lab runs.")
+    return status
 
 
-def find_lab_server(host, servers=None, lab_dir: str | None = None):
-    """The lab's server on ``host`` (this machine's lab directory unless ``lab_dir`` is given)."""
-    from kit._paths import lab_dir as default_lab_dir
-    from kit.errors import TargetError
-    from kit.target import discover
+def find_lab_server(host, servers=None):
+    """The lab's server on ``host``: :func:`kit.target.resolve_server` of the target ``lab``."""
+    from kit.target import resolve_server
 
-    lab_dir = lab_dir or default_lab_dir()
-    servers = discover(host) if servers is None else servers
-    picked = [s for s in servers if s.kind == "lab" and s.labels.get("lab_dir") == lab_dir]
-    if not picked:
-        raise TargetError(f"the lab is not running on this machine (looked for a lab server of {lab_dir})",
-                          hint="start it with kit.lab.up() (from a terminal: `sgl-kit lab up`)",
-                          cli_hint="start it with `sgl-kit lab up`")
-    return picked[-1]
+    return resolve_server(host, "lab", servers=servers)
 
 
 def find_target_server(host, target: str | None = None, *, pid: int | None = None, port: int | None = None,
                        servers=None):
-    """The server a target string means: the lab's for ``lab``, else the one chosen by pid or port.
+    """Kept as an alias of :func:`kit.target.resolve_server`, the one way from a target string to a server."""
+    from kit.target import resolve_server
 
-    This is what a notebook calls with its ``target`` parameter, so the same cell works on
-    the lab and on a real box.
-    """
-    from kit.target import find_server, parse_target
-
-    if target is not None and parse_target(target)["kind"] == "lab" and pid is None and port is None:
-        return find_lab_server(host, servers)
-    return find_server(host, pid=pid, port=port, servers=servers)
+    return resolve_server(host, target, pid=pid, port=port, servers=servers)

@@ -46,9 +46,9 @@ _PASSED_ENV = (RESOLVED_ENV, DRYRUN_ENV)
 
 
 
-def variants(version: str = SGLANG_VERSION) -> dict[str, ResolvedLaunch]:
-    """The launches the lab can start without the dry-run, by name (new, old, fixed)."""
-    return {launch.variant: launch for launch in load_launches(version)}
+def variants(version: str = SGLANG_VERSION, scenario: str | None = None) -> dict[str, ResolvedLaunch]:
+    """The launches the lab can start without the dry-run, by name (new, old, fixed), for a scenario."""
+    return {launch.variant: launch for launch in load_launches(version, scenario=scenario)}
 
 
 @dataclass
@@ -79,7 +79,9 @@ class LabStatus:
 
     def to_text(self) -> str:
         if not self.running:
-            return f"lab: not running on {self.host} ({self.lab_dir})" + (f"\n  {self.note}" if self.note else "")
+            if self.note:  # what was just done comes first: "stopped pid 123", then the state it left
+                return f"lab: {self.note}; now not running on {self.host} ({self.lab_dir})"
+            return f"lab: not running on {self.host} ({self.lab_dir})"
         up = time.time() - self.started_at if self.started_at else 0
         where = ([f"  url:     {self.url}"] if not self.reach else
                  [f"  address: {self.address} on {self.host}", f"  reach:   {self.reach}"])
@@ -174,36 +176,49 @@ class Lab:
         return remote
 
     # -- start and stop -----------------------------------------------------------
-    def up(self, variant: str | None = None, flags: list[str] | None = None, port: int = DEFAULT_PORT,
-           host: str = "127.0.0.1", scenario: str = "incident", timeout: float = 60) -> LabStatus:
+    def up(self, variant: str | None = None, flags: list[str] | None = None, port: int | None = None,
+           host: str = "127.0.0.1", scenario: str = "incident", timeout: float = 60,
+           machine: tuple[str, ...] = ()) -> LabStatus:
         """Start the lab's server (``variant`` new, old or fixed; default new), unless it already runs.
 
-        ``flags`` replace the variant's. When the lab already runs the launch asked for, its
-        status comes back with a note; when it runs another one, LabError says so, since
-        starting nothing would leave a different server than the one asked for.
+        ``flags`` replace the variant's; ``port`` defaults to 30000. When the lab already runs the
+        launch asked for, its status comes back with a note; when it runs another one, or on another
+        port than the one asked for, LabError says so, since starting nothing would leave a different
+        server than the one asked for.
         """
         current = self.status()
         if current.running:
             self._check_same(current, variant, flags)
+            if port is not None and current.port != port:
+                raise LabError(
+                    f"the lab on {self.host.name} already runs on port {current.port} (pid {current.pid}); "
+                    f"this asked for port {port}",
+                    hint=f"Lab.restart(port={port}) moves it there",
+                    cli_hint=f"`sgl-kit lab restart --port {port}` moves it there (one lab per lab directory; "
+                             "--dir DIR for a second one)")
             current.note = "already running; `sgl-kit lab restart` to change its flags"
             return current
+        port = DEFAULT_PORT if port is None else port
         self.prepare()
-        argv, label = self._command(variant or "new", flags, port, host)
+        argv, label = self._command(variant or "new", flags, port, host, scenario)
         port = int(option_value(argv, "--port") or port)
         host = option_value(argv, "--host") or host
         env = {"SGL_KIT_LAB_SCENARIO": scenario, "CUDA_VISIBLE_DEVICES": "0,1"}
+        if machine:  # the scenario's stand-in for a change to the machine (kit/lab/throughput.py, MACHINE_ENV)
+            env["SGL_KIT_LAB_MACHINE"] = ",".join(machine)
         env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
         args = {"lab_dir": self.directory, "argv": argv, "env": env, "host": host, "port": port,
                 "timeout": timeout, "label": label}
         result = self._agent("start", args, timeout=timeout + 30)
         return self._started(result, port)
 
-    def _command(self, variant: str | None, flags: list[str] | None, port: int, host: str) -> tuple[list, str]:
+    def _command(self, variant: str | None, flags: list[str] | None, port: int, host: str,
+                 scenario: str | None = None) -> tuple[list, str]:
         python = f"{self.directory}/ml-env/bin/python"
         model = f"{self.directory}/models/{MODEL_DIR}"
         if flags:
             return [python, "-m", "kit.lab.launch_server", *_with_defaults(flags, model, host, port)], "custom flags"
-        known = variants()
+        known = variants(scenario=scenario)
         if variant not in known:
             raise LabError(f"unknown lab variant {variant!r}",
                            hint=f"use one of {', '.join(known) or '(none: kit/data/resolved/ is empty)'}, "

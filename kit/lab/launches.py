@@ -143,22 +143,32 @@ class ResolvedLaunch:
     model_path: str
     sglang_version: str
     source: str
+    scenario: str = ""  # the lab scenario it was resolved for ("" : any)
 
     def flags(self) -> list[str]:
         """The launch's sglang flags."""
         return list(self.command)
 
 
-def load_launches(version: str, directory: str | os.PathLike | None = None) -> list[ResolvedLaunch]:
-    """The committed snapshots for one sglang version, in variant order (new, old, fixed, ...)."""
+def load_launches(version: str, directory: str | os.PathLike | None = None,
+                  scenario: str | None = None) -> list[ResolvedLaunch]:
+    """The committed snapshots for one sglang version and lab scenario (``$SGL_KIT_LAB_SCENARIO``,
+    else ``incident``; a file named ``<scenario>-<variant>-<version>.json`` belongs to it), in variant
+    order (new, old, fixed, ...)."""
     base = Path(directory or os.environ.get(RESOLVED_ENV) or _RESOLVED)
+    scenario = scenario or os.environ.get("SGL_KIT_LAB_SCENARIO") or "incident"
+    if scenario.endswith((".yaml", ".yml", ".json")):  # a scenario file: its own name says whose launches
+        from .throughput import load_scenario
+
+        scenario = load_scenario(scenario).name
     found = [_read_launch(p) for p in sorted(base.glob("*.json"))]
-    launches = [x for x in found if x is not None and x.sglang_version == version]
+    launches = [x for x in found if x is not None and x.sglang_version == version
+                and x.scenario in ("", scenario)]
     order = {"new": 0, "old": 1, "fixed": 2}
     return sorted(launches, key=lambda x: (order.get(x.variant, 9), x.variant))
 
 
-_NAME = re.compile(r"^(?:(?P<scenario>[a-z0-9]+)-)?(?P<variant>[a-z0-9_]+)-(?P<version>\d[\w.]*)$")
+_NAME = re.compile(r"^(?:(?P<scenario>[a-z0-9-]+?)-)?(?P<variant>[a-z0-9_]+)-(?P<version>\d[\w.]*)$")
 
 
 def _read_launch(path: Path) -> ResolvedLaunch | None:
@@ -178,6 +188,7 @@ def _read_launch(path: Path) -> ResolvedLaunch | None:
         model_path=str(data.get("model") or ""),
         sglang_version=str(data.get("sglang") or ""),
         source=str(path),
+        scenario=str(match["scenario"] or "") if match else "",
     )
 
 
@@ -261,7 +272,13 @@ def _dryrun(argv: Sequence[str], explicit: Mapping[str, Any], tree: LocalSource)
 def _gpu() -> str:
     from .throughput import load_scenario
 
-    return str(load_scenario().params.get("gpu", "a6000"))
+    scenario = load_scenario()
+    gpu = scenario.params.get("gpu")
+    if not gpu:
+        raise LabArgsError(f"the lab scenario {scenario.name!r} ({scenario.path}) names no `gpu:`, so the dry-run "
+                           "cannot tell which GPU to resolve its flags for",
+                           hint="add `gpu: <profile>` (a name from kit/data/gpus.yaml) to the scenario file")
+    return str(gpu)
 
 
 def _from_snapshots(explicit: Mapping[str, Any], flags: FlagTable, tree: LocalSource) -> LaunchArgs:

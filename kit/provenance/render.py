@@ -93,25 +93,36 @@ def render_html(exp) -> str:  # exp: a FlagExplanation
             + "".join(f"<p>{e(note)}</p>" for note in exp.notes)
             + (f"<p>{e(exp.origin)}</p>" if exp.origin else "")
             + (f"<p>{e(exp.hint)}</p>" if exp.hint else ""))
-    rows = []
-    for s in exp.ordered():
+    def row(s) -> str:
         guards = "<br>".join(
             (f"<small>called at {e(g.where)}:</small> " if g.kind == "caller" else "")
             + f"<code>{e(g.condition)}</code> [{_mark(g)}] <small>{e(g.reason)}</small>" for g in s.guards
         )
         colour = {"fired": "#d4f7d4", "not fired": "#f2f2f2"}.get(s.status, "#fff3cd")
-        rows.append(
+        return (
             f"<tr style='background:{colour}'><td>{e(s.status)}</td>"
             f"<td><code>{e(s.where)}</code><details><summary>source</summary>"
-            f"<pre>{e(s.snippet)}</pre></details></td>"
+            f"<pre style='white-space:pre-wrap'>{e(s.snippet)}</pre></details></td>"
             f"<td><code>{e(s.function)}</code></td><td>{e(s.rule or '-')}</td>"
             f"<td><code>{e(s.value_text)}</code></td><td>{guards}<br><i>{e(s.status_reason)}</i></td></tr>"
         )
-    table = (
-        "<table><tr><th>status</th><th>where</th><th>function</th><th>rule</th>"
-        "<th>value</th><th>guards</th></tr>" + "".join(rows) + "</table>"
-    )
-    return f"<div>{head}{table}</div>"
+
+    def table(sites) -> str:
+        # Wrapped, never wider than the page: long guards and paths break instead of running off the right.
+        return ("<table style='table-layout:fixed;width:100%;word-break:break-word;overflow-wrap:anywhere'>"
+                "<colgroup><col style='width:7em'><col style='width:16em'><col style='width:16em'>"
+                "<col style='width:12em'><col style='width:9em'><col></colgroup>"
+                "<tr><th>status</th><th>where</th><th>function</th><th>rule</th><th>value</th><th>guards</th></tr>"
+                + "".join(row(s) for s in sites) + "</table>")
+
+    ordered = exp.ordered()
+    shown = [s for s in ordered if s.status != "not fired"]  # fired first, then unknown
+    folded = [s for s in ordered if s.status == "not fired"]
+    body = table(shown) if shown else "<p>No site fired or stayed unknown.</p>"
+    if folded:
+        body += (f"<details><summary>{len(folded)} site(s) that did not fire, with the guard that failed"
+                 f"</summary>{table(folded)}</details>")
+    return f"<div>{head}{body}</div>"
 
 
 def _paren(text: str) -> str:

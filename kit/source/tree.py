@@ -74,6 +74,7 @@ class SourceTree:
         self.version_from: str | None = "located" if version else None  # dist-info, _version.py, version.py
         self.origin: SourceTree | None = None  # the remote tree a snapshot was taken from
         self.snapshot_info: SnapshotInfo | None = None
+        self._fingerprint_memo: list[str | None] = []  # fingerprint(), asked once per tree
 
     # ---- construction
 
@@ -136,20 +137,21 @@ class SourceTree:
         """
         if not isinstance(path, str) or not path or "\0" in path:
             raise SourceInputError(f"not a usable file path: {path!r}")
+        root = posixpath.normpath(self.root)
         if posixpath.isabs(path):
-            norm = posixpath.normpath(path)
-            if not norm.startswith(self.root.rstrip("/") + "/"):
-                raise SourceInputError(f"{path!r} is outside the package root {self.root}")
-            rel = norm[len(self.root.rstrip("/")) + 1 :]
+            full = posixpath.normpath(path)
         else:
+            # Relative paths are read from the root, as `cd root && sed -n ... path` would: a
+            # path that climbs out and back in ("../sglang/x.py") names a file inside it.
             rel = posixpath.normpath(path)
-            if rel == ".." or rel.startswith("../"):
-                raise SourceInputError(f"{path!r} leaves the package root {self.root}")
             head, _, rest = rel.partition("/")
-            rel = rest if head == self.package and rest else rel
-        if rel in ("", "."):
+            full = posixpath.normpath(posixpath.join(root, rest if head == self.package and rest else rel))
+        if full == root:
             raise SourceInputError(f"{path!r} names the package directory, not a file in it")
-        return rel, posixpath.join(self.root, rel)
+        if not full.startswith(root + "/"):
+            raise SourceInputError(f"{path!r} is outside the package root {self.root}",
+                                   hint="give a path inside the package, e.g. srt/server_args.py")
+        return full[len(root) + 1:], full
 
     def resolve(self, path: str) -> tuple[str, str]:
         """Deprecated alias of :meth:`paths_of` (it resolves nothing); kept for one release."""
@@ -184,6 +186,7 @@ class SourceTree:
             raise LineRangeError(
                 f"{rel} has {total} lines on {self._label}; asked for lines {first}-{last}",
                 hint=f"ask for lines within 1-{total}, or find code by name with tree.function(...)",
+                cli_hint=f"ask for lines within 1-{total}, or find code by name: `sgl-kit source TARGET --function NAME`",
             )
         return self._snippet(rel, first, last, lines[: last - first + 1], total)
 
@@ -302,7 +305,8 @@ class SourceTree:
         msg += f"; near misses: {', '.join(near)}" if near else ""
         msg += f"; could not parse: {', '.join(unparsable)}" if unparsable else ""
         return SymbolNotFound(
-            msg, hint="names differ between versions; search with tree.grep(r'def \\w*PART') to look around"
+            msg, hint="names differ between versions; search with tree.grep(r'def \\w*PART') to look around",
+            cli_hint="names differ between versions; look around with `sgl-kit grep TARGET 'def .*PART'`",
         )
 
     # ---- snapshots
@@ -358,6 +362,13 @@ class SourceTree:
             dist = q(posixpath.basename(self.dist_info))
             parts.append(f"find ./{dist} -maxdepth 1 -type f \\( {names} \\) {action}")
         return "{ " + "; ".join(parts) + "; }"
+
+    def fingerprint(self) -> str | None:
+        """A hash of the sorted (size, mtime, path) list of the files a snapshot copies, computed on the
+        host in one command and asked once per tree object; None when the host cannot compute it."""
+        if not self._fingerprint_memo:
+            self._fingerprint_memo.append(self._fingerprint())
+        return self._fingerprint_memo[0]
 
     def _fingerprint(self) -> str | None:
         # Hashed on the host, so a warm check costs one short answer.
@@ -455,6 +466,8 @@ class SourceTree:
         return SourceFileNotFound(
             f"cannot read {rel} in {self.root} ({self._who}) on {self._label}: {detail}",
             hint=f"list files with tree.files('**/{posixpath.basename(rel)}') or search with tree.grep(...); "
+            "file layout changes between versions",
+            cli_hint=f"find it with `sgl-kit grep TARGET PATTERN --glob '{posixpath.basename(rel)}'`; "
             "file layout changes between versions",
         )
 

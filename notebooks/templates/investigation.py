@@ -24,8 +24,7 @@
 # - SSH access to the box running the server, and `python3` there (or the built-in `lab`).
 
 # %%
-from kit.lab import find_target_server
-from kit.target import connect, discover
+from kit.target import connect, discover, resolve_server
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -38,7 +37,7 @@ server_port: int = 0  # the server's HTTP port, when the box runs several server
 
 # %%
 host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = find_target_server(host, target, port=server_port or None, servers=discover(host))
+server = resolve_server(host, target, port=server_port or None, servers=discover(host))
 server
 
 # %% [markdown]

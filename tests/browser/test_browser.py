@@ -170,13 +170,19 @@ def _short_parameters(text: str, where: str) -> str:
 
 
 def _copy_notebooks(dest: Path) -> Path:
-    """A copy of notebooks/ (no executed outputs), with the short parameters written into 01's copy.
+    """A copy of notebooks/ (no executed outputs), with the short parameters written into the copies of
+    the notebooks that benchmark (01 and 04).
 
     The .ipynb is paired with a .py (jupytext, as `make lab` serves them): both get the same
     edit, the .py last, since jupytext refuses a notebook newer than its text file.
     """
     shutil.copytree(NOTEBOOKS, dest, ignore=shutil.ignore_patterns("_executed", ".ipynb_checkpoints"))
-    path = dest / NOTEBOOK
+    for name in (NOTEBOOK, "04_fix_and_validate.ipynb"):
+        _shorten(dest / name)
+    return dest
+
+
+def _shorten(path: Path) -> Path:
     nb = json.loads(path.read_text())
     [cell] = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     cell["source"] = _short_parameters("".join(cell["source"]), str(path)).splitlines(keepends=True)
@@ -353,17 +359,17 @@ def _errors_shown(page) -> list[str]:
 
 
 def _check_figures(page, figure: str) -> str:
-    """01's two figures drawn: a box with one point per request, and the timeline's lines."""
+    """01's figures drawn: a box with one point per request, the timeline's lines, and the history over time."""
     from playwright.sync_api import expect
 
     figures = page.locator(figure)
     figures.first.wait_for(timeout=RENDER_TIMEOUT_MS)
-    expect(figures).to_have_count(2, timeout=RENDER_TIMEOUT_MS)
+    expect(figures).to_have_count(3, timeout=RENDER_TIMEOUT_MS)  # rates, the request timeline, the history
     rates, timeline = figures.nth(0), figures.nth(1)
     expect(rates.locator(BOX)).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
     expect(rates.locator(POINT)).to_have_count(PARAMETERS["requests"], timeout=RENDER_TIMEOUT_MS)
     timeline.locator(LINE).first.wait_for(state="attached", timeout=RENDER_TIMEOUT_MS)
-    return f"2 figures ({rates.locator(POINT).count()} points in the box, {timeline.locator(LINE).count()} lines)"
+    return f"3 figures ({rates.locator(POINT).count()} points in the box, {timeline.locator(LINE).count()} lines)"
 
 
 def _check_progress(page) -> str:
@@ -478,7 +484,7 @@ def test_01_symptom_renders_in_jupyterlab_and_its_report_offline(browser, jupyte
 
     # -- the report of the saved notebook, opened from file:// with the network blocked ---------------------
     result = build_report([notebook], tmp_path / "01_symptom.html")
-    assert result.plots == 2 and result.widgets >= 1, result.to_dict()
+    assert result.plots == 3 and result.widgets >= 1, result.to_dict()
     lap("report built")
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
     context.set_default_timeout(30_000)
@@ -507,3 +513,68 @@ def test_01_symptom_renders_in_jupyterlab_and_its_report_offline(browser, jupyte
         print(f"\nbrowser check: {', '.join(laps)}\n  JupyterLab: {lab_figures}, progress bar {progress!r}"
               f"\n  report ({result.bytes / 1e6:.1f} MB, offline): {report_figures}"
               f"\n  screenshots: {SCREENSHOTS.relative_to(ROOT)}/01_symptom_jupyterlab.png, 01_symptom_report.png")
+
+
+# -- the story after `make demo`: 01, 03 and 04 in JupyterLab, the lab found on the fixed launch ------------
+
+STORY = ("01_symptom.ipynb", "03_auto_disable.ipynb", "04_fix_and_validate.ipynb")
+
+
+def _run_in_lab(context, jupyter: Jupyter, name: str, console: list[str]) -> str:
+    """Open one notebook, Run All, check no cell failed, screenshot it; the text of its outputs."""
+    page = context.new_page()
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+    stem = name.removesuffix(".ipynb")
+    try:
+        page.goto(jupyter.lab_url(name), wait_until="domcontentloaded", timeout=60_000)
+        _wait_for_kernel(page)
+        _run_all(page)
+        _wait_until_executed(page, len(_code_cells(jupyter.root / name)))
+        errors = _errors_shown(page)
+        assert not errors, f"{name}: a cell shows an error:\n" + "\n---\n".join(errors)
+        assert all(re.fullmatch(r"\[\d+\]:", p) for p in _prompts(page)), f"{name}: cells not run: {_prompts(page)}"
+        page.wait_for_timeout(500)
+        _full_screenshot(page, SCREENSHOTS / f"story_{stem}.png")
+        text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+        # Shut this notebook's kernel down before the next one starts: two cores.
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Kernel$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Shut Down Kernel$")).click()
+        return text
+    except BaseException:
+        _on_failure(page, f"story_{stem}", jupyter, console)
+        raise
+    finally:
+        page.close()
+
+
+def test_after_make_demo_the_notebooks_in_jupyterlab_show_the_symptom_and_its_causes(browser, jupyter: Jupyter,
+                                                                                     lab_env, capsys):
+    """`make demo` and notebook 04 end on the fixed launch; `make lab` must still teach the incident."""
+    restart = subprocess.run([_sgl_kit(), "lab", "restart", "--variant", "fixed"], env=lab_env,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=LAB_TIMEOUT)
+    assert restart.returncode == 0, restart.stderr
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for stale in SCREENSHOTS.glob("story_*"):
+        stale.unlink()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(30_000)
+    outside: list[str] = []
+    context.route("**/*", lambda route: _local_only(route, outside, jupyter.url))
+    console: list[str] = []
+    try:
+        symptom, auto_disable, fix = (_run_in_lab(context, jupyter, name, console) for name in STORY)
+    finally:
+        context.close()
+    # 01 says what it found and what it did, then measures the incident's symptom.
+    assert "the lab was running variant fixed" in symptom and "restarted it with the incident's new launch" in symptom
+    share = re.search(r"\((\d+)% of it\)", symptom)
+    assert share and int(share[1]) < 70, symptom[-3000:]
+    # 03: the multimodal rule fired, and the dry-run (or its committed record) agrees.
+    assert "srt/server_args.py:1230" in auto_disable and "DISAGREE" not in auto_disable
+    assert "-> agree" in auto_disable
+    # 04: a plan of two fixes, each measured.
+    assert "--speculative-num-steps 3" in fix and "--enforce-piecewise-cuda-graph" in fix
+    assert not outside, f"JupyterLab asked for more than its server: {sorted(set(outside))}"
+    with capsys.disabled():
+        print("\nthe story in JupyterLab: screenshots "
+              + ", ".join(f"{SCREENSHOTS.relative_to(ROOT)}/story_{n.removesuffix('.ipynb')}.png" for n in STORY))
