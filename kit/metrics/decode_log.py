@@ -27,22 +27,19 @@ DECODE_FIELDS = {
     "accept_len": "sglang:spec_accept_length",
     "cuda_graph": "sglang:is_cuda_graph",
 }
-# Prefill batch key -> the name it gets in the frame.
+# PrefillStat field (kit.server_args.parse_prefill_stats) -> the name it gets in the frame.
 PREFILL_FIELDS = {
-    "#new-seq": "log:prefill_new_seqs",
-    "#new-token": "log:prefill_new_tokens",
-    "#cached-token": "log:prefill_cached_tokens",
-    "#queue-req": "sglang:num_queue_reqs",
-    "input throughput (token/s)": "log:prefill_input_throughput",
-    "cuda graph": "log:prefill_cuda_graph",
+    "new_seq": "log:prefill_new_seqs",
+    "new_token": "log:prefill_new_tokens",
+    "cached_token": "log:prefill_cached_tokens",
+    "queue_req": "sglang:num_queue_reqs",
+    "input_throughput": "log:prefill_input_throughput",
+    "cuda_graph": "log:prefill_cuda_graph",
 }
 # ISO (sglang's own prefix, docker -t) and syslog/journald (`May 01 10:00:00`, no year).
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
                    r"|\b[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d\b)")
 _SYSLOG = re.compile(r"[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d\Z")
-_PREFILL = re.compile(r"Prefill batch(?: \[\d+\])?[.,]\s*(?P<body>#new-seq:.*)$")
-_PAIR = re.compile(r"([#A-Za-z][\w\- ()/#]*?):\s*([^,]+?)\s*(?:,|$)")
-_RANK = re.compile(r"\bTP(\d+)\b")
 
 
 def _epoch(stamp: str, tz: str, now: float | None = None) -> float | None:
@@ -68,16 +65,6 @@ def _epoch(stamp: str, tz: str, now: float | None = None) -> float | None:
     return t.timestamp()
 
 
-def _value(raw: str) -> float | None:
-    raw = raw.strip()
-    if raw in ("True", "False"):
-        return float(raw == "True")
-    try:
-        return float(raw)
-    except ValueError:
-        return None
-
-
 def log_series(text: str, tz: str = "UTC"):
     """The decode and prefill lines of a log in the ``kit.metrics.series`` shape (source ``log``).
 
@@ -85,7 +72,7 @@ def log_series(text: str, tz: str = "UTC"):
     prefill lines' queue, so the two never join into one line. Lines without a time are skipped
     (they cannot be placed); ``frame.attrs['untimed']`` counts them.
     """
-    from kit.server_args import parse_decode_stats
+    from kit.server_args import parse_decode_stats, parse_prefill_stats
 
     lines = text.splitlines()
     blocks: dict[tuple[str, str], tuple[list, list]] = {}
@@ -108,24 +95,18 @@ def log_series(text: str, tz: str = "UTC"):
         for field, metric in DECODE_FIELDS.items():
             value = getattr(stat, field)
             add(metric, series, t, float(value) if value is not None else None)
-    for line in lines:
-        if "Prefill batch" not in line:
-            continue
-        match = _PREFILL.search(line)
-        if match is None:
-            continue
-        m = _TIME.search(line[:match.start()])
+    for stat in parse_prefill_stats(text):
+        line = lines[stat.line - 1]
+        m = _TIME.search(line[:line.find("Prefill batch")])
         t = _epoch(m.group(1), tz) if m else None
         if t is None:
             untimed += 1
             continue
-        rank = _RANK.search(line[:match.start()])
-        base = f"tp_rank={rank.group(1)}" if rank else ""
-        for key, raw in _PAIR.findall(match["body"]):
-            metric = PREFILL_FIELDS.get(key.strip())
-            if metric:
-                series = ",".join(x for x in ("kind=prefill", base) if x) if metric.startswith("sglang:") else base
-                add(metric, series, t, _value(raw))
+        base = f"tp_rank={stat.tp_rank}" if stat.tp_rank is not None else ""
+        for field, metric in PREFILL_FIELDS.items():
+            value = getattr(stat, field)
+            series = ",".join(x for x in ("kind=prefill", base) if x) if metric.startswith("sglang:") else base
+            add(metric, series, t, float(value) if value is not None else None)
     return _frame(blocks, untimed)
 
 

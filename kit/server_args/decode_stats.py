@@ -64,6 +64,8 @@ class PrefillStat:
     token_usage: float | None = None
     running_req: int | None = None
     queue_req: int | None = None
+    input_throughput: float | None = None  # token/s, as newer releases print it
+    cuda_graph: bool | None = None
     tp_rank: int | None = None
 
     def to_dict(self) -> dict:
@@ -104,6 +106,8 @@ _PREFILL_FIELDS = {
     "full token usage": ("token_usage", float),
     "#running-req": ("running_req", int),
     "#queue-req": ("queue_req", int),
+    "input throughput (token/s)": ("input_throughput", float),
+    "cuda graph": ("cuda_graph", _graph),
 }
 
 
