@@ -96,19 +96,30 @@ def _median(fn, runs: int) -> tuple[float, object]:
     return statistics.median(samples), result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(description: str) -> argparse.Namespace:
+    """The options every report benchmark takes: the notebook's shape and the number of runs."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--cells", type=int, default=50)
     parser.add_argument("--figures", type=int, default=4)
     parser.add_argument("--points", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def warm_notebook(tmp: str, args: argparse.Namespace) -> tuple[Path, nbformat.NotebookNode]:
+    """Write the notebook of ``args`` under ``tmp`` and build its report once (imports, templates, plotly.js)."""
+    path = Path(tmp) / "investigation.ipynb"
+    nb = make_notebook(args.cells, args.figures, args.points)
+    nbformat.write(nb, path)
+    build_report([path], Path(tmp) / "warm.html")
+    return path, nb
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "investigation.ipynb"
-        nb = make_notebook(args.cells, args.figures, args.points)
-        nbformat.write(nb, path)
-        build_report([path], Path(tmp) / "warm.html")  # imports, templates, plotly.js read once
+        path, nb = warm_notebook(tmp, args)
         rows = []
         seconds, (_, counts) = _median(lambda: redact_notebook(nb), args.runs)
         rows.append(("redaction only", seconds, None, sum(counts.values())))

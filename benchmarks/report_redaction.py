@@ -20,7 +20,6 @@ inflate them; the wall-clock total is printed beside. The target is kit <= 1 s f
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -31,8 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import nbformat  # noqa: E402
-from report import make_notebook  # noqa: E402
+from report import parse_args, warm_notebook  # noqa: E402
 
 import kit.report.page as page  # noqa: E402
 from kit.report import build_report  # noqa: E402
@@ -62,19 +60,11 @@ def _one(path: Path, out: Path, **kwargs) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cells", type=int, default=50)
-    parser.add_argument("--figures", type=int, default=4)
-    parser.add_argument("--points", type=int, default=2000)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_args(__doc__.splitlines()[0])
     page.render_html = _timed_render(page.render_html)
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "investigation.ipynb"
-        nb = make_notebook(args.cells, args.figures, args.points)
-        nbformat.write(nb, path)
-        build_report([path], Path(tmp) / "warm.html")  # imports, templates, plotly.js, detect-secrets' plugins
+        path, nb = warm_notebook(tmp, args)  # the warm-up also loads detect-secrets' plugins
         print(f"notebook: {len(nb.cells)} cells, {args.figures} plotly figures of {2 * args.points} points, "
               f"{path.stat().st_size / 1e6:.2f} MB; scanner: detect-secrets {detect_secrets_version()}; "
               f"median of {args.runs} runs")

@@ -223,3 +223,20 @@ def test_dp_attention_without_the_concurrency_served_is_an_open_question():
     assert not [q for q in diagnose(ev).unanswered if q.startswith("DP attention is on")]
     plain = from_files(paste=str(ROOT / EVIDENCE["4048"]), sglang="0.4.6.post5")
     assert not [q for q in diagnose(plain).unanswered if q.startswith("DP attention is on")]
+
+
+def test_without_config_json_the_speculative_steps_check_is_an_open_question():
+    # The incident's new launch (speculative_num_steps=1), as sglang 0.5.11 printed it: without the
+    # model's config.json sglang's own choice of steps (it depends on the architecture) is unknown,
+    # so speculative-steps-low cannot fire, and the doctor says so instead of staying silent.
+    log = Path(__file__).parent / "data" / "provenance" / "incident-0.5.11.log"
+    ev = from_files(log=str(log), sglang="0.5.11")
+    d = diagnose(ev)
+    assert "speculative-steps-low" not in [f.id for f in d.findings]
+    asked = [q for q in d.unanswered if q.startswith("the model: no config.json")]
+    assert asked and "speculative decoding's steps (it runs 1 step(s), 2 draft token(s)" in asked[0], d.unanswered
+    # with the config, the rule answers and the question is gone
+    config = Path(__file__).parent / "data" / "provenance" / "qwen3.6-27b" / "config.json"
+    d = diagnose(from_files(log=str(log), sglang="0.5.11", model_config=str(config)))
+    assert "speculative-steps-low" in [f.id for f in d.findings]
+    assert not [q for q in d.unanswered if "speculative decoding's steps" in q]

@@ -475,8 +475,14 @@ def evidence_gaps(case: Case) -> list[str]:
                    "concurrency served is not in the evidence: send bench_serving's result (its Max request "
                    "concurrency) or the Decode batch lines' #running-req under the real load")
     if ev.model_config is None:
-        out.append("the model: no config.json, so the roofline and the model rules did not run; send the "
-                   "config.json beside the weights (--model-config FILE)")
+        spec = ""
+        if case.speculative and case.value("speculative_num_steps") is not None and ev.baseline is None:
+            spec = (f"; nor did the check of speculative decoding's steps (it runs {case.value('speculative_num_steps')}"
+                    f" step(s), {case.value('speculative_num_draft_tokens')} draft token(s); sglang's own choice, "
+                    "auto_choose_speculative_params, depends on the architecture; a --baseline LOG of a faster "
+                    "launch also tells)")
+        out.append("the model: no config.json, so the roofline and the model rules did not run" + spec +
+                   "; send the config.json beside the weights (--model-config FILE)")
     if ev.hardware is None:
         out.append("the GPUs: send `nvidia-smi` (and `nvidia-smi topo -m` and `nvidia-smi topo -p2p r` when tp > 1)")
     return out
