@@ -24,8 +24,9 @@ from typing import Any
 from ._paths import runs_dir
 from .errors import KitError
 
-__all__ = ["FixStep", "Symptom", "Validation", "baseline_launch", "compare_launch", "differences_that_matter",
-           "dryrun_crosscheck", "fix_plan", "measure", "rule_source", "symptom", "validate", "way_out", "why_it_fired"]
+__all__ = ["FixStep", "Symptom", "Validation", "WhatDiffers", "baseline_launch", "compare_launch",
+           "describe_plan", "differences_that_matter", "dryrun_crosscheck", "fix_plan", "measure", "rule_source",
+           "symptom", "validate", "way_out", "what_differs", "why_it_fired"]
 
 _RESOLVED = Path(__file__).resolve().parent / "data" / "resolved"
 
@@ -119,12 +120,27 @@ def _median(summary, row: str) -> float | None:
 # --------------------------------------------------------------------------- 02 the configuration
 
 
-def baseline_launch(spec: str, tree, *, model_dir: str | None = None):
+def baseline_launch(spec: str, tree, *, model_dir: str | None = None, server=None):
     """The baseline as a kit.server_args.LaunchSide: ``lab:old`` (the lab's record of the incident's old
-    launch), or a file: a log, a /server_info JSON, or a launch command."""
+    launch), ``defaults`` (sglang's own defaults for this release: ``server``'s model, host and port and no
+    other flag), or a file: a log, a /server_info JSON, or a launch command."""
     from .witness import LaunchOptions, read_launch
 
-    if spec.startswith("lab:"):
+    if spec == "defaults":
+        if server is None:
+            raise KitError("the baseline 'defaults' needs the server (its model, host and port)",
+                           hint="baseline_launch('defaults', tree, server=server)")
+        from .server_args import effective_args
+
+        fields = effective_args(server).fields
+        argv = ["--model-path", str(fields.get("model_path")), "--host", str(fields.get("host") or "127.0.0.1"),
+                "--port", str(server.port)]
+        path = runs_dir() / f"baseline-defaults-{tree.version}-{os.getpid()}-{server.port}.sh"
+        path.write_text("python -m sglang.launch_server " + shlex.join(argv) + "\n")
+        side = read_launch(str(path), tree, LaunchOptions(dryrun=False))
+        side.label = f"sglang {tree.version}'s defaults with this server's model ({path})"
+        return side
+    elif spec.startswith("lab:"):
         record = _RESOLVED / f"incident-{spec[4:]}-{tree.version}.json"
         if not record.is_file():
             known = sorted(p.name for p in _RESOLVED.glob("incident-*.json"))
@@ -133,7 +149,9 @@ def baseline_launch(spec: str, tree, *, model_dir: str | None = None):
         argv = json.loads(record.read_text())["argv"]
         path = runs_dir() / f"baseline-lab-{spec[4:]}-{tree.version}.sh"
         path.write_text("python -m sglang.launch_server " + shlex.join(argv) + "\n")
-        spec = str(path)
+        side = read_launch(str(path), tree, LaunchOptions(dryrun=False))
+        side.label = f"the lab's record of the incident's {spec[4:]} launch ({path})"
+        return side
     return read_launch(spec, tree, LaunchOptions(dryrun=False))
 
 
@@ -186,6 +204,59 @@ def differences_that_matter(diff, server, tree):
                    if fired else "no flag asked for it; no site of the source was found to fire")
         rows.append({"flag": r.flag, "baseline": r.a, "here": r.b, "why": why})
     return pd.DataFrame(rows, columns=["flag", "baseline", "here", "why"])
+
+
+@dataclass
+class WhatDiffers:
+    """Notebook 02's reading of the differences that matter, row by row: asked on the launch command, or set
+    by sglang with no flag asking (where silent decisions hide, and what notebook 03 follows)."""
+
+    baseline: str
+    asked: list[dict]
+    decided: list[dict]  # sglang set it: each with its "why" (the site and rule)
+    unexplained: list[dict]
+
+    @property
+    def follow(self) -> str | None:
+        """The first field sglang changed on its own: the one to ask `why` about."""
+        return self.decided[0]["flag"] if self.decided else None
+
+    def to_text(self) -> str:
+        if not (self.asked or self.decided or self.unexplained):
+            return f"No field that decides throughput differs from the baseline ({self.baseline})."
+        out = [f"Against the baseline ({self.baseline}):"]
+        for r in self.asked:
+            out.append(f"- `{r['flag']}`: {r['baseline']!r} there, {r['here']!r} here, asked on this server's "
+                       "launch command.")
+        for r in self.decided:
+            out.append(f"- `{r['flag']}`: {r['baseline']!r} there, {r['here']!r} here, and no flag asked for it: "
+                       f"{r['why']}.")
+        for r in self.unexplained:
+            out.append(f"- `{r['flag']}`: {r['baseline']!r} there, {r['here']!r} here: {r['why']}.")
+        if self.asked:
+            out.append("A row asked on the command line has an obvious fix: change the flag.")
+        if self.decided:
+            names = ", ".join(f"`{r['flag']}`" for r in self.decided)
+            out.append(f"Nothing on the command line explains {names}: SGLang decided at startup. **Next:** "
+                       f"`03_auto_disable` finds out why, one flag at a time (flag = {self.follow!r} first).")
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_markdown_(self) -> str:
+        return self.to_text()
+
+
+def what_differs(differences, baseline=None) -> WhatDiffers:
+    """The rows of ``differences_that_matter``, sorted by why the server has its value."""
+    rows = differences.to_dict(orient="records")
+    asked = [r for r in rows if r["why"].startswith("asked")]
+    order = {name: i for i, name in enumerate(PERFORMANCE_FIELDS)}  # the doctor's rules read them in this order
+    decided = sorted((r for r in rows if r["why"].startswith("sglang set it")),
+                     key=lambda r: order.get(r["flag"].split(".")[0], len(order)))
+    rest = [r for r in rows if r not in asked and r not in decided]
+    return WhatDiffers(getattr(baseline, "label", None) or "the known-good launch", asked, decided, rest)
 
 
 # --------------------------------------------------------------------------- 03 the auto-disable
@@ -477,6 +548,17 @@ def fix_plan(diagnosis, server) -> list[FixStep]:
     return steps
 
 
+def describe_plan(plan: list[FixStep], diagnosis=None) -> str:
+    """The plan, one line per step; with no step, why: the doctor's findings that do not apply here."""
+    if plan:
+        return "\n".join(f"step {n}: {step.title}: {step.label}" for n, step in enumerate(plan, 1))
+    idle = [f for f in getattr(diagnosis, "findings", []) or []
+            if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
+    lines = ["no step: the doctor found no change of flags to try on this server"]
+    lines += [f"  {f.title} ({f.id}): {f.estimate.reason}" for f in idle]
+    return "\n".join(lines)
+
+
 def _lab_machine_fixes(server) -> dict:
     """The machine fixes the lab's scenario can stand in for, by finding id ({} for a real server)."""
     if getattr(server, "kind", None) != "lab":
@@ -512,6 +594,8 @@ class Validation:
     applied: bool
     notes: list[str] = field(default_factory=list)
     open_questions: list[str] = field(default_factory=list)  # the doctor's: what else to check, what would decide it
+    planned: int | None = None  # steps in the plan (0: the doctor found nothing to change)
+    not_applicable: list[str] = field(default_factory=list)  # the doctor's findings that do not apply, with why
 
     @property
     def before(self) -> float | None:
@@ -530,6 +614,8 @@ class Validation:
     def conclusion(self) -> str:
         """What the runs show, and only that: each fix's effect on decode and on time to first token,
         and the part of the gap to the baseline they leave unexplained."""
+        if self.planned == 0:
+            return self._nothing_to_fix()
         if not self.applied:
             return ("Not applied: the fixes were printed, not run (set apply_fix = True to relaunch a real server). "
                     f"Before: {self.before:.1f} tok/s.")
@@ -552,6 +638,21 @@ class Validation:
                                                                   "baseline's launch and version by hand"]]
         return "\n".join(lines + self.notes)
 
+    def _nothing_to_fix(self) -> str:
+        first = self.results[0]
+        lines = ["Nothing to fix: the doctor found no change of flags for this server, so no step was planned, "
+                 "nothing was relaunched, and no improvement is claimed."]
+        if self.not_applicable:
+            lines.append("Its findings that do not apply here:")
+            lines += [f"  - {x}" for x in self.not_applicable]
+        lines.append(f"Measured as found: {self.before:.1f} tok/s per request, time to first token "
+                     f"{first.ttft_ms:.0f} ms (means of {first.run.totals['ok']} requests, "
+                     f"{first.run.totals.get('output_tokens', 0)} output tokens counted by the server).")
+        if self.baseline_tok_s:
+            lines.append(f"Against the baseline's {self.baseline_tok_s:g} tok/s: "
+                         f"{'at least' if self.before >= 0.9 * self.baseline_tok_s else 'below'} 90% of it.")
+        return "\n".join(lines + self.notes)
+
     def to_dict(self) -> dict:
         steps = []
         for r in self.results:
@@ -568,6 +669,7 @@ class Validation:
                 "after_tok_s": self.after, "baseline_tok_s": self.baseline_tok_s, "ceiling_tok_s": self.ceiling_tok_s,
                 "symptom_gone": self.symptom_gone, "unexplained_tok_s": (self.baseline_tok_s - self.after)
                 if self.symptom_gone is False else None, "open_questions": list(self.open_questions),
+                "planned": self.planned, "not_applicable": list(self.not_applicable),
                 "steps": steps, "conclusion": self.conclusion()}
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -615,6 +717,14 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
     from .target import resolve_server
 
     questions = list(getattr(diagnosis, "open_questions", []) or [])
+    idle = [f"{f.title} ({f.id}): {f.estimate.reason}" for f in getattr(diagnosis, "findings", []) or []
+            if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
+    if not plan:  # nothing to relaunch: the launch as found, measured, is the whole result
+        run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
+        say("the doctor planned no step: nothing to relaunch")
+        return Validation(target, [StepResult(None, run, _mean(run.summary(), "decode_tok_s"),
+                                              ttft_ms=_mean(run.summary(), "ttft_ms"))], baseline_tok_s,
+                          None, False, open_questions=questions, planned=0, not_applicable=idle)
     lab = _lab_of(host, server)
     notes = []
     if lab is not None or apply_fix:
@@ -629,7 +739,8 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
             say(f"{step.title}:\n  {_prefix(server)}{shlex.join(step.flags)}")
         if not apply_fix:
             say("not applied: set apply_fix = True to relaunch this server with each step in turn")
-            return Validation(target, results, baseline_tok_s, None, False, open_questions=questions)
+            return Validation(target, results, baseline_tok_s, None, False, open_questions=questions,
+                              planned=len(plan), not_applicable=idle)
     previous = first
     accept = first.totals.get("accept_length")
     for step in plan:
@@ -648,7 +759,7 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
         previous, accept = run, run.totals.get("accept_length") or accept
     ceiling = _ceiling(host, server, accept)
     return Validation(target, results, baseline_tok_s, ceiling, True, list(dict.fromkeys(notes)),
-                      open_questions=questions)
+                      open_questions=questions, planned=len(plan), not_applicable=idle)
 
 
 def _flush_cache(server, timeout: float = 30.0) -> list[str]:

@@ -43,7 +43,7 @@ ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases an
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
 lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
-baseline: str = "lab:old"  # the known-good launch: lab:old, or a log / /server_info JSON / command file here
+baseline: str = "lab:old"  # the known-good launch: lab:old, defaults (sglang's own), or a log / /server_info JSON / command file
 notebook_file: str = "02_config.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "02_config.html" ("": do not)
 
@@ -96,9 +96,11 @@ filtered_table(table, "origin", start="auto-changed", title=f"{len(table)} argum
 # to be 3. A diff does it for every field. A launch command tells what was *asked*; a log or `/server_info`
 # tells what *ran*. With a command as the baseline, its values are its flags over the defaults of this
 # sglang release (not resolved), so differences in fields that SGLang fills at startup are left out below.
+# With no known-good launch at hand, `baseline = "defaults"` compares with sglang's own defaults for this
+# release: what the launch asked for, and what SGLang decided by itself.
 
 # %%
-base = investigation.baseline_launch(baseline, tree)
+base = investigation.baseline_launch(baseline, tree, server=server)
 diff = investigation.compare_launch(server, tree, base)
 print(diff.to_text())
 
@@ -115,14 +117,12 @@ differences = investigation.differences_that_matter(diff, server, tree)
 differences
 
 # %% [markdown]
-# On the lab (the incident's server), two rows carry the incident:
-#
-# - the **speculative step count**: asked on the command line, lower than before;
-# - **`disable_piecewise_cuda_graph`**: `True` here, `False` in the old launch, and *no flag asked for it*:
-#   SGLang turned the prefill CUDA graph off on its own. The table names the rule and line that did it.
-#
-# The first is a typo-class mistake with an obvious fix. The second is the kind that costs hours: nothing in
-# the command explains it. **Next:** `03_auto_disable` finds out why.
+# The same rows, read for this server: those its launch command asked for, and those SGLang set with no flag
+# asking, each with the line of the source that did it. On the lab (the incident's server) they are the
+# speculative step count, asked lower than before, and the prefill CUDA graph, turned off by SGLang itself.
+
+# %%
+investigation.what_differs(differences, base)
 
 # %% [markdown]
 # ## Share

@@ -64,13 +64,14 @@ server
 # The plan comes from `doctor`: each finding whose fix is a change of flags becomes a step, in the order of
 # its estimated cost, and each step keeps the changes of the steps before it. In the incident the two
 # causes were fixed together and the result was one number; fixing them one at a time shows what each was
-# worth, and catches a fix that does nothing.
+# worth, and catches a fix that does nothing. When the doctor finds nothing to change (its rules about GPUs
+# do not apply to a server on CPU, say), the plan is empty and says why: the launch is measured as found,
+# and nothing is claimed.
 
 # %%
 diagnosis = doctor(target, host=host, port=server.port)
 plan = investigation.fix_plan(diagnosis, server)
-for number, step in enumerate(plan, 1):
-    print(f"step {number}: {step.title}: {step.label}")
+print(investigation.describe_plan(plan, diagnosis))
 
 # %% [markdown]
 # ## 2. Relaunch, re-bench, compare

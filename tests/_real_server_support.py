@@ -1,4 +1,5 @@
-"""One real sglang server per test session: PyPI's sglang 0.5.11 on CPU with a tiny random Qwen3.
+"""One real sglang server per test session: PyPI's sglang 0.5.11 on CPU with a tiny random Qwen3
+(``real_server``), or another tiny model (``serve_real(tmp_path_factory, "qwen3.5")`` in a fixture).
 
 ``real_server`` builds the real-server environment once under the kit cache ($SGL_KIT_CACHE;
 about 2.4 GB, a few minutes the first time, cached after), makes the tiny model and starts
@@ -33,10 +34,13 @@ class RealServer:
     lab_dir: str
     port: int
     started_s: float
+    by_port: bool = False  # found by its port among its lab directory's servers, not through SGL_KIT_LAB_DIR
 
     def server(self):
-        return resolve_server(self.host, "lab", servers=[s for s in discover(self.host)
-                                                              if s.labels.get("lab_dir") == self.lab_dir])
+        ours = [s for s in discover(self.host) if s.labels.get("lab_dir") == self.lab_dir]
+        if self.by_port:
+            return resolve_server(self.host, "lab", port=self.port, servers=ours)
+        return resolve_server(self.host, "lab", servers=ours)
 
     @property
     def url(self) -> str:
@@ -77,27 +81,35 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def real_server(tmp_path_factory):
-    lab_dir = str(tmp_path_factory.mktemp("real-lab"))
+def serve_real(tmp_path_factory, model: str = "qwen3", set_lab_dir: bool = True):
+    """A generator for a session fixture: one real server of the tiny ``model`` in its own lab directory.
+    With ``set_lab_dir``, SGL_KIT_LAB_DIR points at it while it runs (discovery of target "lab")."""
+    lab_dir = str(tmp_path_factory.mktemp(f"real-lab-{model}"))
     old = os.environ.get("SGL_KIT_LAB_DIR")
-    os.environ["SGL_KIT_LAB_DIR"] = lab_dir  # discovery of target "lab" looks for this directory's server
-    lab = RealLab(LocalHost(), directory=lab_dir, progress=lambda step: None)
+    if set_lab_dir:
+        os.environ["SGL_KIT_LAB_DIR"] = lab_dir  # discovery of target "lab" looks for this directory's server
+    lab = RealLab(LocalHost(), directory=lab_dir, model=model, progress=lambda step: None)
     port = free_port()
     t0 = time.monotonic()
     try:
         lab.up(port=port, timeout=START_TIMEOUT)
-        yield RealServer(lab, LocalHost(), lab_dir, port, time.monotonic() - t0)
+        yield RealServer(lab, LocalHost(), lab_dir, port, time.monotonic() - t0, by_port=not set_lab_dir)
     finally:
         # The suite is done with it: no need to wait out sglang's graceful shutdown of requests in flight
         # (a bad request earlier keeps it waiting; `lab down` itself waits 40 s and says so).
         lab.down(timeout=10)
         left = stop_everything(lab_dir)
-        if old is None:
-            os.environ.pop("SGL_KIT_LAB_DIR", None)
-        else:
-            os.environ["SGL_KIT_LAB_DIR"] = old
+        if set_lab_dir:
+            if old is None:
+                os.environ.pop("SGL_KIT_LAB_DIR", None)
+            else:
+                os.environ["SGL_KIT_LAB_DIR"] = old
         assert not left, f"processes of the real server still alive after stopping: {left}"
+
+
+@pytest.fixture(scope="session")
+def real_server(tmp_path_factory):
+    yield from serve_real(tmp_path_factory, "qwen3")
 
 
 # ---------------------------------------------------------------------------- protocol shapes

@@ -45,10 +45,17 @@ def _lab_options(p: argparse.ArgumentParser, starts: bool) -> None:
                    help="seconds to wait for /health (default: 60; 300 for --engine sglang)")
     p.add_argument("--engine", choices=("stand-in", "sglang"), default=None,
                    help="stand-in: the kit's stand-in of the incident (default); sglang: PyPI's real sglang server "
-                        "on CPU with a tiny random model (this machine only; builds its environment once, ~2.4 GB)")
+                        "on CPU with a tiny random model (builds its environment once, ~2.4 GB, on the lab's host: "
+                        "reused there when built, else built there with its python3.11, minutes)")
     p.add_argument("--sglang", metavar="VERSION", default=None,
                    help="with --engine sglang: the sglang version (default: 0.5.11, the one verified on CPU)")
-    p.add_argument("--model", default=None, help="with --engine sglang: the tiny model (default: qwen3)")
+    p.add_argument("--model", default=None, choices=("qwen3", "qwen3.5"),
+                   help="with --engine sglang: the tiny model (default: qwen3); qwen3.5 is a tiny "
+                        "Qwen3_5ForConditionalGeneration, the incident's class (Gated DeltaNet and full attention, "
+                        "a vision tower), served text only: its launch always adds --skip-server-warmup (sglang's "
+                        "warmup sends a multimodal model an image) and --max-mamba-cache-size 256 (else the "
+                        "linear-attention state pool takes most of free memory); its linear-attention layers run on plain-torch "
+                        "stand-ins for five CPU sgl-kernel ops (`sgl-kit lab status` lists them)")
 
 
 def _lab(args):

@@ -6,8 +6,9 @@ marker per finished step so a half-built environment resumes where it stopped), 
 
 - the dry-run's list for that version (kit/data/dryrun/requirements-V.txt) plus the server's
   own packages (kit/data/serve/requirements-V.txt: the HTTP server, triton, xgrammar, ...);
-- the narrow stand-ins of kit/data/serve/stand_ins/ (torchvision, sgl_kernel.kvcacheio),
-  copied into site-packages, each listed with its reason in kit/data/serve/stand_ins.yaml;
+- the narrow stand-ins of kit/data/serve/stand_ins/ (torchvision, sgl_kernel.kvcacheio and
+  sgl_kernel.mamba, and sgl_kit_routes, imported at start by a ``.pth`` file), copied into
+  site-packages, each listed with its reason in kit/data/serve/stand_ins.yaml;
 - a final check that imports the server's modules with ``SGLANG_USE_CPU_ENGINE=1``.
 
 It lives under ``<cache>/serve/sglang-V-py311-H/`` (about 2.5 GB). Only versions with a list in
@@ -58,7 +59,8 @@ _CHECK_TIMEOUT = 300.0
 # False and the rotary embedding imports vllm (sglang/srt/utils/common.py, is_cpu()).
 SERVE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
 _CHECK_MODULES = ("sglang.srt.entrypoints.http_server", "sglang.srt.managers.scheduler",
-                  "sglang.srt.managers.detokenizer_manager", "sglang.srt.models.qwen3")
+                  "sglang.srt.managers.detokenizer_manager", "sglang.srt.models.qwen3", "sglang.srt.models.qwen3_5",
+                  "sglang.srt.layers.attention.linear.gdn_backend")
 _CHECK = """
 import json, sys, time
 t0 = time.monotonic()
@@ -67,8 +69,9 @@ for name in sys.argv[1].split(","):
     importlib.import_module(name)
 import torchvision, sgl_kernel
 stand = [m.__name__ for m in (torchvision, sgl_kernel) if getattr(m, "SGL_KIT_STAND_IN", False)]
+routes = list(sys.modules["sgl_kit_routes"].routed) if "sgl_kit_routes" in sys.modules else []
 versions = {p: md.version(p) for p in ("sglang", "torch", "transformers", "triton", "kernels", "fastapi")}
-print(json.dumps({"ok": True, "versions": versions, "stand_ins": stand,
+print(json.dumps({"ok": True, "versions": versions, "stand_ins": stand, "routes": routes,
                   "import_seconds": round(time.monotonic() - t0, 1)}))
 """
 
@@ -116,7 +119,7 @@ def _stand_in_files() -> list[Path]:
 
 
 def _fingerprint(version: str) -> str:
-    text = "\n".join(serve_requirements(version))
+    text = "\n".join(serve_requirements(version)) + "\n" + (_DATA / "stand_ins.yaml").read_text()
     for path in _stand_in_files():
         text += f"\n{str(path.relative_to(_DATA))[:-len('.txt')]}\n{path.read_text()}"
     return hashlib.sha256(f"{_LAYOUT}\n{PYTHON_TAG}\n{text}".encode()).hexdigest()[:10]
@@ -195,6 +198,9 @@ def _install_stand_ins(env: ServeEnv) -> str:
             if rel.parts[0] == name:
                 (target.parent / rel.parent).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target.parent / rel.parent / rel.name[: -len(".txt")])
+    for name, info in stand_ins().items():
+        if info.get("imported_at_start"):  # by site.py, as every interpreter of the environment starts
+            (env.site_packages / f"{name}.pth").write_text(f"import {name}\n")
     return ", ".join(stand_ins())
 
 
@@ -209,10 +215,14 @@ def _check(env: ServeEnv) -> dict:
                           f"{_tail(proc)}", step="check",
                           hint="a package is missing from kit/data/serve/requirements-"
                                f"{env.version}.txt or a stand-in lacks a name; the traceback's last line names it")
+    if not reply.get("routes"):
+        raise SetupFailed("real-server setup step 'check': sgl_kit_routes did not route sglang's gated RMSNorm "
+                          "(sglang.srt.layers.attention.fla.layernorm_gated) when the server's modules were imported",
+                          step="check", hint=f"remove the environment ({env.path}) and set it up again")
     if reply["versions"].get("sglang") != env.version:
         raise SetupFailed(f"the environment holds sglang {reply['versions'].get('sglang')}, not {env.version}",
                           step="check", package=f"sglang=={env.version}")
-    return {k: reply.get(k) for k in ("versions", "stand_ins", "import_seconds")}
+    return {k: reply.get(k) for k in ("versions", "stand_ins", "routes", "import_seconds")}
 
 
 def _remove_stale(env: ServeEnv) -> None:

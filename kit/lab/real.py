@@ -16,6 +16,16 @@ What it needs on CPU, each from sglang 0.5.11's own source:
 - ``--sleep-on-idle``: the idle scheduler otherwise busy-polls a whole core;
 - two narrow import-time stand-ins (kit/data/serve/stand_ins.yaml): torchvision and
   sgl_kernel.kvcacheio, listed by ``lab status`` with the reason each exists.
+
+``model="qwen3.5"`` (``--model qwen3.5``) serves a tiny ``Qwen3_5ForConditionalGeneration``, the
+incident's class (hybrid Gated DeltaNet and full attention, a vision tower), text only. Its
+Gated DeltaNet layers run five CPU ops of sgl-kernel, here in plain torch (``sgl_kernel.mamba``),
+and sglang's gated RMSNorm routed to its own torch reference (``sgl_kit_routes``), both in
+kit/data/serve/stand_ins.yaml. Its launch always carries (MODEL_FLAGS) ``--skip-server-warmup``:
+sglang's warmup sends a VLM an image (srt/entrypoints/http_server.py:1887 and 1923), which the
+torchvision stand-in refuses; and ``--max-mamba-cache-size 256``: otherwise the linear-attention
+state pool is sized from free host memory (model_executor/model_runner_kv_cache_mixin.py:94-123),
+1.35 million slots and 6.1 GB here.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ DEFAULT_MODEL = "qwen3"
 DEFAULT_WAIT = 300.0
 _MODEL_TIMEOUT = 300.0
 _SERVER_ENV = {**SERVE_ENV, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# Flags a tiny model's launch always carries unless the flags given name them (see the module docstring).
+MODEL_FLAGS = {"qwen3": [], "qwen3.5": [("--skip-server-warmup",), ("--max-mamba-cache-size", "256")]}
 
 
 def default_flags() -> list[str]:
@@ -63,6 +75,7 @@ class RealLabStatus(LabStatus):
     model: str | None = None
     env_path: str | None = None
     stand_ins: dict[str, str] = field(default_factory=dict)
+    stand_in_ops: dict[str, str] = field(default_factory=dict)  # op -> what sglang calls it for, and where
 
     def to_text(self) -> str:
         lines = [super().to_text(), f"  engine:  real sglang {self.sglang or '?'} on CPU, model {self.model or '?'}"]
@@ -70,6 +83,7 @@ class RealLabStatus(LabStatus):
             lines.append(f"  env:     {self.env_path}")
         for name, reason in self.stand_ins.items():
             lines.append(f"  stand-in {name}: {reason}")
+            lines += [f"    op {op}: {why}" for op, why in self.stand_in_ops.items() if f"{name}." in op]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,16 +94,18 @@ class RealLabStatus(LabStatus):
 
 
 class RealLab(Lab):
-    """The lab with the real sglang server on CPU (this machine only, for now)."""
+    """The lab with the real sglang server on CPU, on this machine or an SSH host (kit/lab/real_remote.py)."""
 
     default_wait = DEFAULT_WAIT
 
     def __init__(self, host: Host | None = None, directory: str | None = None, python: str = "python3",
-                 sglang: str = DEFAULT_SGLANG, model: str = DEFAULT_MODEL, progress=None) -> None:
+                 sglang: str = DEFAULT_SGLANG, model: str = DEFAULT_MODEL, progress=None, *,
+                 cache: str | None = None, build_python: str | None = None) -> None:
         super().__init__(host, directory, python)
-        if not self.local:
-            raise LabError(f"the real-engine lab runs on this machine only, not on {self.host.name}",
-                           hint="use the stand-in there (no --engine), or run the kit on that host")
+        # on an SSH host: its kit cache (default ~/.cache/sglang-investigation-kit there) and the python3.11
+        # that builds the environment there when it is missing
+        self._remote_options = {"cache": cache, "build_python": build_python}
+        self._remote = None
         if model not in tiny_model.MODELS:
             raise LabError(f"unknown tiny model {model!r} for the real engine",
                            hint=f"use one of {', '.join(tiny_model.MODELS)}")
@@ -106,8 +122,27 @@ class RealLab(Lab):
         return Path(self.directory) / "models" / f"tiny-{self.model}"
 
     # -- prepare ----------------------------------------------------------------
+    @property
+    def remote(self):
+        """The environment on the lab's SSH host (kit.lab.real_remote.RemoteServeEnv); None here."""
+        if self._remote is None and not self.local:
+            from .real_remote import BUILD_PYTHON, remote_env
+
+            opts = self._remote_options
+            self._remote = remote_env(self, self.env, opts["cache"], opts["build_python"] or BUILD_PYTHON)
+        return self._remote
+
+    @property
+    def env_python(self) -> str:
+        return self.remote.python if self.remote is not None else str(self.env.python)
+
     def prepare(self) -> dict:
         """Build the environment (once), make the tiny model (once), and the lab's logs/ and run/."""
+        if self.remote is not None:
+            self.remote.ensure(self.progress)
+            self.remote.make_dirs()
+            made = self.remote.make_model(self.model, str(self.model_dir), _SERVER_ENV, self.progress)
+            return {"env": self.remote.path, "model": made}
         report = setup_serve(self.sglang, progress=self.progress)
         if not report.cached:
             self.progress(f"real-server environment ready: {self.env.path} "
@@ -176,7 +211,8 @@ class RealLab(Lab):
             extra += ["--host", host]
         if "--port" not in names:
             extra += ["--port", str(port)]
-        return [str(self.env.python), "-m", LAUNCHER, *extra, *given]
+        extra += [part for flag in MODEL_FLAGS.get(self.model, []) if flag[0] not in names for part in flag]
+        return [self.env_python, "-m", LAUNCHER, *extra, *given]
 
     def _real_started(self, result: dict, port: int) -> LabStatus:
         if result.get("outcome") in ("exited", "timeout"):
@@ -227,8 +263,10 @@ class RealLab(Lab):
         if not status.running or state.get("engine") != "sglang":
             return status
         reasons = {name: " ".join(str(info.get("reason", "")).split()) for name, info in stand_ins().items()}
+        ops = {op: " ".join(str(why).split()) for info in stand_ins().values() for op, why in (info.get("ops") or {}).items()}
         return RealLabStatus(**status.__dict__, sglang=self.sglang, model=state.get("model"),
-                             env_path=str(self.env.path), stand_ins=reasons)
+                             env_path=self.remote.path if self.remote is not None else str(self.env.path),
+                             stand_ins=reasons, stand_in_ops=ops)
 
 
 def _tail(path: Path, size: int = 8192) -> list[str]:

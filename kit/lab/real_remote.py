@@ -1,0 +1,149 @@
+"""The real engine on an SSH host (``sgl-kit lab up --engine sglang --on HOST``).
+
+The server runs where the lab runs, from a real-server environment *on that host*:
+``<cache>/serve/sglang-V-py311-H/`` under the host's kit cache (``~/.cache/sglang-investigation-kit``
+there unless given). The name carries the fingerprint of the package lists, so an environment the
+same kit built there (or this machine's, when the host shares its disk and home) is reused as is.
+
+When it is missing, it is built on the host by the kit itself, shipped as the stand-in lab ships it
+(``Lab.prepare``: a venv of the host's ``python3`` with the kit's wheel), running
+``kit.dryrun.serve_env.setup_serve`` there with the host's ``python3.11``: about 2.4 GB fetched by
+that host's pip and several minutes; each finished step is streamed back as it ends, and an
+interrupted build resumes where it stopped, as it does here.
+
+The tiny model is made on the host by the environment's own python (kit/lab/tiny_model.py, sent
+over). Start, stop, status and restart go through the lab agent, as for the stand-in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kit.errors import HostError, LabError
+
+from . import tiny_model
+
+__all__ = ["BUILD_PYTHON", "RemoteServeEnv", "remote_env"]
+
+BUILD_PYTHON = "python3.11"  # sglang 0.5.11+ ships cp311 wheels only (kit/dryrun/_env.py, PYTHON_TAG)
+_BUILD_TIMEOUT = 3600.0
+_MODEL_TIMEOUT = 300.0
+_PROBE_TIMEOUT = 30.0
+
+
+class RemoteServeEnv:
+    """The real-server environment of one sglang version on the lab's SSH host."""
+
+    def __init__(self, lab, local_env, cache: str | None = None, build_python: str = BUILD_PYTHON) -> None:
+        self.lab = lab
+        self.local_env = local_env  # where it would live here: its name (version, python, fingerprint)
+        self.version = local_env.version
+        home = lab.info["home"]
+        self.cache = (cache or f"{home}/.cache/sglang-investigation-kit").replace("~", home, 1)
+        self.path = f"{self.cache}/serve/{local_env.path.name}"
+        self.build_python = build_python
+
+    def __repr__(self) -> str:
+        return f"<RemoteServeEnv sglang {self.version} at {self.lab.host.name}:{self.path}>"
+
+    @property
+    def python(self) -> str:
+        return f"{self.path}/bin/python"
+
+    @property
+    def ready(self) -> bool:
+        marker = f"{self.path}/.sgl-kit-steps/check.done"
+        have = self.lab._agent("have", {"paths": [marker, self.python]})["have"]
+        return bool(have.get(marker)) and bool(have.get(self.python))
+
+    # -- build ----------------------------------------------------------------------
+    def ensure(self, progress) -> str:
+        """The environment on the host: reused when complete, else built there (minutes; progress streamed)."""
+        host = self.lab.host.name
+        if self.ready:
+            progress(f"real-server environment on {host}: {self.path} (already built, reused)")
+            return "cached"
+        self._check_build_python()
+        progress(f"building the real-server environment for sglang {self.version} on {host} at {self.path}: "
+                 f"about 2.4 GB downloaded and installed by {host}'s pip with its {self.build_python}; this takes "
+                 "minutes, and an interrupted build resumes where it stopped")
+        self._ship_kit(progress)
+        code = ("import sys\nfrom kit.dryrun.serve_env import setup_serve\n"
+                f"r = setup_serve({self.version!r}, progress=lambda s: print(s, flush=True), "
+                f"python={self.build_python!r})\n"
+                "print('done in %.0f s' % r.seconds, flush=True)\n")
+        argv = [f"{self.lab.directory}/ml-env/bin/python", "-c", code]
+        tail: list[str] = []
+        with self.lab.host.stream(argv, timeout=_BUILD_TIMEOUT, env={"SGL_KIT_CACHE": self.cache}) as stream:
+            buffer = ""
+            for name, data in stream:
+                buffer += data.decode("utf-8", "replace")
+                *lines, buffer = buffer.split("\n")
+                for line in lines:
+                    tail = (tail + [line])[-12:]
+                    if name == "stdout" and line.strip():
+                        progress(f"  {host}: {line}")
+        if stream.exited != 0 or not self.ready:
+            raise LabError(f"building the real-server environment on {host} failed (exit {stream.exited}); the end "
+                           "of its output:\n    " + "\n    ".join(tail or ["(none)"]),
+                           hint=f"fix what it names on {host} and run the same `sgl-kit lab up --engine sglang "
+                                f"--on {host}` again: it resumes where it stopped")
+        return "built"
+
+    def _check_build_python(self) -> None:
+        host = self.lab.host.name
+        try:
+            res = self.lab.host.run([self.build_python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                    timeout=_PROBE_TIMEOUT)
+            why = res.stdout.strip() if res.ok else ((res.stderr or res.stdout).strip().splitlines() or
+                                                      [f"exit {res.exited}"])[-1]
+        except HostError as exc:
+            res, why = None, exc.message
+        if res is None or not res.ok or res.stdout.strip() != "3.11":
+            raise LabError(f"{host} has no Python 3.11 as `{self.build_python}` ({why}), and the real-server "
+                           f"environment for sglang {self.version} is not built there ({self.path})",
+                           hint=f"install python3.11 on {host} (sglang {self.version}'s wheels are cp311), then run "
+                                "the same command again; or build it on that host with `sgl-kit lab up --engine "
+                                "sglang` run there")
+
+    def _ship_kit(self, progress) -> None:
+        """The kit on the host, as the stand-in lab ships it: its venv with the kit's wheel."""
+        from .control import Lab
+
+        progress(f"  shipping the kit to {self.lab.host.name}:{self.lab.directory}/ml-env")
+        Lab.prepare(self.lab)
+
+    # -- the tiny model ----------------------------------------------------------------
+    def make_model(self, model: str, model_dir: str, server_env: dict, progress) -> dict:
+        """The tiny model on the host (once), made by the environment's python from kit/lab/tiny_model.py."""
+        marker = f"{model_dir}/.sgl-kit-model.json"
+        if self.lab._agent("have", {"paths": [marker]})["have"].get(marker):
+            return json.loads(self.lab.host.read_text(marker))
+        script = f"{self.lab.directory}/run/tiny_model.py"
+        self.lab._agent("put", {"path": script}, stdin=Path(tiny_model.__file__).read_bytes())
+        res = self.lab.host.run([self.python, "-P", script, model_dir, "--model", model], timeout=_MODEL_TIMEOUT,
+                                env={"PATH": "/usr/bin:/bin", **server_env})
+        lines = [line for line in res.stdout.splitlines() if line.startswith("{")]
+        if not res.ok or not lines:
+            tail = " / ".join((res.stderr or res.stdout).strip().splitlines()[-3:])
+            raise LabError(f"making the tiny {model} model in {self.lab.host.name}:{model_dir} failed: {tail}",
+                           hint=f"the real-server environment on {self.lab.host.name} may be damaged; remove "
+                                f"{self.path} there and run the same command again")
+        info = json.loads(lines[-1])
+        self.lab._agent("put", {"path": marker}, stdin=(json.dumps(info) + "\n").encode())
+        progress(f"tiny model {info['architecture']} made in {self.lab.host.name}:{model_dir} "
+                 f"({info['bytes'] / 1e3:.0f} kB)")
+        return info
+
+    def make_dirs(self) -> None:
+        res = self.lab.host.run(["mkdir", "-p", *(f"{self.lab.directory}/{sub}" for sub in ("logs", "run", "models"))],
+                                timeout=_PROBE_TIMEOUT)
+        if not res.ok:
+            raise LabError(f"cannot make the lab directory {self.lab.directory} on {self.lab.host.name}: "
+                           f"{res.stderr.strip()}", hint="pass a writable one with --dir")
+
+
+def remote_env(lab, local_env, cache: str | None = None, build_python: str = BUILD_PYTHON) -> RemoteServeEnv:
+    """The real-server environment of ``local_env``'s version on ``lab``'s host."""
+    return RemoteServeEnv(lab, local_env, cache, build_python)
