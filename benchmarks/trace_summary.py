@@ -6,7 +6,11 @@ shifted times until the file holds --mb megabytes of JSON. Side by side, each in
 child process: ``summarize_trace`` (streamed), and ``json.load`` of the whole file, the way
 a reader that loads it whole would start. Each child reports wall time and peak RSS.
 
-    .venv/bin/python benchmarks/trace_summary.py [--mb 200] [--gz]
+``--kernels N`` adds, inside each step, N GPU kernels and one NCCL all-reduce WRITTEN HERE (no GPU on
+this machine): the summary keeps two floats per kernel for the GPU idle gaps and a tuple per
+communication kernel, so this measures how memory grows with GPU events.
+
+    .venv/bin/python benchmarks/trace_summary.py [--mb 200] [--gz] [--kernels N]
 """
 
 from __future__ import annotations
@@ -44,7 +48,19 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "events": n,
 """
 
 
-def make(directory: Path, mb: int, gz: bool) -> Path:
+def _gpu(e: dict, kernels: int) -> list[dict]:
+    """Written GPU events inside one step annotation (see the module docstring)."""
+    if kernels <= 0 or e.get("cat") != "user_annotation" or not str(e.get("name", "")).startswith("step["):
+        return []
+    width = e["dur"] / (kernels + 2)
+    out = [{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "pid": 0, "tid": 7,
+            "ts": e["ts"] + i * width, "dur": width * 0.8} for i in range(kernels)]
+    out.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0, "tid": 20,
+                "ts": e["ts"] + kernels * width, "dur": width})
+    return out
+
+
+def make(directory: Path, mb: int, gz: bool, kernels: int = 0) -> Path:
     from kit.dryrun import setup
 
     env = setup("0.5.11").env
@@ -65,10 +81,12 @@ def make(directory: Path, mb: int, gz: bool) -> Path:
         first = True
         while written < mb * 1_000_000:
             for e in events:
-                line = ("" if first else ",\n") + json.dumps(dict(e, ts=e["ts"] + copy * span))
-                first = False
-                out.write(line)
-                written += len(line)
+                shifted = dict(e, ts=e["ts"] + copy * span)
+                for one in [shifted, *_gpu(shifted, kernels)]:
+                    line = ("" if first else ",\n") + json.dumps(one)
+                    first = False
+                    out.write(line)
+                    written += len(line)
             copy += 1
         out.write("\n]}\n")
     return big
@@ -86,10 +104,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--gz", action="store_true", help="write the big trace gzipped, as sglang does")
+    ap.add_argument("--kernels", type=int, default=0, help="written GPU kernels per step (default: 0)")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="trace-bench-") as tmp:
         t = time.perf_counter()
-        big = make(Path(tmp), opts.mb, opts.gz)
+        big = make(Path(tmp), opts.mb, opts.gz, opts.kernels)
         print(f"{big.name}: {big.stat().st_size / 1e6:.0f} MB on disk, made in {time.perf_counter() - t:.1f}s")
         stream, whole = child("stream", big), child("whole", big)
     print(f"\n{'':<26} {'seconds':>8} {'peak RSS MB':>12} {'events':>10}")

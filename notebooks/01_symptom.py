@@ -32,6 +32,7 @@
 import kit.lab
 from kit import investigation
 from kit.display import rate_distribution, timeline
+from kit.doctor import runtime_diagnosis
 from kit.metrics import server_timeline
 from kit.report import build_report
 from kit.target import connect, resolve_server
@@ -116,6 +117,17 @@ history.figure()
 
 # %%
 print(history.to_text())
+
+# %% [markdown]
+# What the server did over the same span, read by the doctor's runtime rules: decode and prefill passes in
+# and out of CUDA graphs, time in the queue, retracted requests, prompt tokens served from the prefix cache,
+# and the accept length over time. Each finding names the series, the span and the numbers it measured,
+# and a rule without its series says which one is missing and why, never reading it as zero. Without
+# `prometheus_url` the rules read the server's own `/metrics` page (counters since it started), when it
+# runs with `--enable-metrics`.
+
+# %%
+runtime_diagnosis(host, server, prometheus=prometheus_url or None, since=timeline_since)
 
 # %% [markdown]
 # ## 4. Against what: the baseline and the roofline

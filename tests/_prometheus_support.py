@@ -147,3 +147,34 @@ def _ready(server: PromServer) -> bool:
             pass
         time.sleep(0.2)
     return False
+
+
+def page_total(port: int, sample: str, timeout: float = 30.0) -> float | None:
+    """The sum of ``sample`` on the server's own ``/metrics`` page (read directly), or None when the page
+    has no such sample (a counter sglang has not created yet is missing, not zero)."""
+    from kit.metrics import scrape
+
+    page = scrape(f"http://127.0.0.1:{port}/metrics", timeout=timeout)
+    rows = page[page["sample"] == sample]
+    return float(rows["value"].sum()) if len(rows) else None
+
+
+def caught_up(server: PromServer, port: int, sample: str, timeout: float = 30.0) -> float | None:
+    """Read ``sample`` from the server's page, then wait until Prometheus holds that same value for it (the
+    scrape after the read); returns the page's value. A span that starts and ends at such points has the
+    server's own numbers at both ends."""
+    import urllib.parse
+
+    value = page_total(port, sample)
+    if value is None:  # not on the page: nothing to wait for but the next scrapes
+        time.sleep(2.5)
+        return None
+    query = f'sum({sample}{{instance="127.0.0.1:{port}"}}) or sum({sample.replace(":", "_")}{{instance="127.0.0.1:{port}"}})'
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = server.get("/api/v1/query?" + urllib.parse.urlencode({"query": query}))
+        result = doc["data"]["result"]
+        if result and abs(float(result[0]["value"][1]) - value) < 1e-9:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"Prometheus did not reach {sample} = {value} in {timeout}s; log:\n{server.log()[-2000:]}")

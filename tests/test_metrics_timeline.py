@@ -141,3 +141,83 @@ def test_sgl_kit_timeline_with_prometheus_down_and_no_log_is_one_line_with_a_hin
     assert proc.stderr.startswith(f"sgl-kit: error: no series to show: cannot reach Prometheus at "
                                   f"http://127.0.0.1:{port}: connection refused")
     assert "\n  -> " in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- the accept length over time
+
+
+def _accept_now(port: int) -> float:
+    """The accept length the server's own /metrics page reports now (sglang:spec_accept_length)."""
+    from kit.metrics import scrape
+
+    page = scrape(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    values = page[page["family"] == "sglang:spec_accept_length"]["value"]
+    assert len(values), "the lab reports no sglang:spec_accept_length"
+    return float(values.iloc[0])
+
+
+@pytest.fixture(scope="module")
+def dropped(tmp_path_factory):
+    """Prometheus, the lab on launch `old` (3 speculative steps), then restarted on `new` (1 step)."""
+    from kit.hosts import LocalHost
+    from kit.lab.control import Lab
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SGL_KIT_LAB_DRYRUN", "0")
+    port = free_port()
+    prom = start_prometheus(tmp_path_factory.mktemp("prom-drop"), [f"127.0.0.1:{port}"])
+    lab = Lab(LocalHost(), directory=str(tmp_path_factory.mktemp("lab-drop")))
+    try:
+        lab.up(flags=_flags("old"), port=port)
+        t0 = time.time()
+        prom.wait_for('up{job="sglang"} == 1')
+        _generate(port, 3)
+        before_value = _accept_now(port)
+        prom.wait_for(f"sglang:spec_accept_length == {before_value}", at_least=1)
+        time.sleep(5)  # several scrapes of the first launch
+        before = time.time()
+        lab.restart(flags=_flags("new"))
+        after = time.time()
+        _generate(port, 3)
+        after_value = _accept_now(port)
+        prom.wait_for(f"sglang:spec_accept_length == {after_value}", at_least=1)
+        time.sleep(5)
+        yield {"prom": prom, "t0": t0, "before": before, "after": after, "values": (before_value, after_value)}
+    finally:
+        lab.down()
+        prom.stop()
+        mp.undo()
+
+
+def _accept_findings(prom, since: float):
+    from kit.doctor import RULES, diagnose
+    from kit.doctor.evidence import Evidence
+    from kit.doctor.rules_metrics import add_runtime
+
+    ev = Evidence("lab")
+    ev.version = "0.5.11"
+    add_runtime(ev, prometheus=Prometheus(prom.url), since=since)
+    assert ev.runtime is not None, ev.problems
+    return diagnose(ev, only=[r for r in RULES if r.id == "accept-length-dropped"]).findings
+
+
+def test_a_drop_of_the_accept_length_is_found_with_its_time_and_the_servers_own_values(dropped):
+    r = dropped
+    first, second = r["values"]
+    assert second < first * 0.9, r["values"]  # what the server itself reported on each launch
+    found = _accept_findings(r["prom"], since=time.time() - r["t0"] + 1)
+    assert [f.id for f in found] == ["accept-length-dropped"]
+    text = " ".join(found[0].evidence)
+    assert f"the median fell from {first:.2f}" in text and f"to {second:.2f}" in text, text
+    assert found[0].estimate.basis == "not estimated" and "sgl-kit timeline" in text
+    # the drop is placed at the restart, within a scrape or two
+    at = text.split(f"to {second:.2f} (")[1].split(" to ")[0]
+    from datetime import datetime
+
+    when = datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+    assert r["before"] - 3 <= when <= r["after"] + 5, (at, r["before"], r["after"])
+
+
+def test_a_rise_of_the_accept_length_is_not_a_drop(restarted):
+    r = restarted  # launch new (1 step), then old (3 steps): the accept length rose
+    assert _accept_findings(r["prom"], since=time.time() - r["t0"] + 1) == []

@@ -14,8 +14,8 @@ from typing import Any
 
 from kit.errors import KitError
 
-__all__ = ["Parser", "common_options", "console", "emit_json", "host_for", "launch_options", "local_file", "plain",
-           "ssh_options", "tree_for"]
+__all__ = ["Parser", "check_since", "common_options", "console", "emit_json", "host_for", "launch_options", "local_file",
+           "plain", "prometheus_options", "ssh_options", "tree_for"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -89,6 +89,31 @@ def launch_options(group) -> None:
                        help="an environment variable for the server, e.g. SGLANG_ENABLE_SPEC_V2=1 (repeatable)")
 
 
+def prometheus_options(parser, since: str = "24h", what: str = "") -> None:
+    """--prometheus URL, --prometheus-timeout, --since, --selector: a Prometheus that scrapes the server
+    (timeline, doctor). Its credentials come from the environment only, never from argv."""
+    g = parser.add_argument_group("Prometheus (credentials from $SGL_KIT_PROMETHEUS_TOKEN, or "
+                                  "$SGL_KIT_PROMETHEUS_USER and $SGL_KIT_PROMETHEUS_PASSWORD)")
+    g.add_argument("--prometheus", metavar="URL", help="a Prometheus server that scrapes the SGLang server" + what)
+    g.add_argument("--since", default=since, help=f"how far back (default: {since}; 90s, 15m, 7d ...)")
+    g.add_argument("--selector", default=None, metavar="'{label=\"v\"}'",
+                   help="PromQL label set for the server's series (default: its port, with a TARGET's server)")
+    g.add_argument("--prometheus-timeout", type=float, default=10.0, metavar="SEC",
+                   help="timeout of each Prometheus call (default: 10)")
+
+
+def check_since(args) -> None:
+    """--since (and --step, when the command has it) as a positive duration, or a one-line error."""
+    from kit.metrics import parse_duration
+
+    for option, value in (("--since", getattr(args, "since", None)), ("--step", getattr(args, "step", None))):
+        try:
+            if value is not None and parse_duration(value) <= 0:
+                raise ValueError(f"{option} must be positive, not {value!r}")
+        except ValueError as err:
+            raise KitError(f"{option}: {err}", hint="write it as 90s, 15m, 24h, 7d or 1h30m") from None
+
+
 def ssh_options(args) -> dict[str, Any]:
     """The SSH keywords of kit.target.connect, from the common options (empty for non-SSH targets)."""
     from kit.target import parse_target
@@ -152,7 +177,7 @@ def _the_one_server(host, missing):
     return found[0]
 
 
-def server_for(host, args, required: bool = False):
+def server_for(host, args, required: bool = False, prefetch: bool | dict = False):
     """The SGLang server the command is about, found by discovery, or None.
 
     Target ``lab``, --pid or --port ask for one; ``required`` asks for one anyway (the only
@@ -168,7 +193,7 @@ def server_for(host, args, required: bool = False):
         return None
     from kit.target import resolve_server
 
-    args.server = resolve_server(host, args.target, pid=pid, port=port)
+    args.server = resolve_server(host, args.target, pid=pid, port=port, prefetch=prefetch)  # kit.target.discover
     return args.server
 
 

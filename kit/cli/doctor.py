@@ -6,7 +6,15 @@ import sys
 
 from kit.errors import KitError
 
-from .common import common_options, console, emit_json, local_file, server_options
+from .common import (
+    check_since,
+    common_options,
+    console,
+    emit_json,
+    local_file,
+    prometheus_options,
+    server_options,
+)
 
 __all__ = ["register"]
 
@@ -17,7 +25,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "doctor", help="find the throughput a server leaves on the table, with evidence and the fix",
         usage="sgl-kit doctor [TARGET] [--log FILE] [--server-info FILE] [--command FILE] [--nvidia-smi FILE] "
-              "[--topo FILE] [--model-config FILE] [--environ FILE] [--paste FILE] [--sglang VER] [--baseline FILE] [--bench FILE] [--json]",
+              "[--topo FILE] [--model-config FILE] [--environ FILE] [--paste FILE] [--sglang VER] [--baseline FILE] [--bench FILE] [--prometheus URL [--since 1h]] [--json]",
         description="Run the doctor's rules over a server. With a TARGET (lab, local, an SSH target) it finds "
                     "the SGLang server there and reads its arguments (/server_info or log), launch command, "
                     "environment, log, GPUs (nvidia-smi, topo -m, topo -p2p) and the sglang source of its "
@@ -52,18 +60,28 @@ def register(sub) -> None:
                                                      "(a key of kit/data/gpus.yaml, e.g. a6000)")
     p.add_argument("--baseline", metavar="FILE", help="a known-good launch: log, /server_info JSON or command")
     p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length")
+    p.add_argument("--trace", metavar="FILE", nargs="+", help="torch-profiler traces of the server (`sgl-kit profile`): "
+                                                           "the rules over its steps read their summary")
+    prometheus_options(p, since="1h", what=": the rules over what the server did read its series over --since "
+                                            "(without it, a live server's own /metrics when it has --enable-metrics)")
     server_options(p)
     p.set_defaults(func=cmd_doctor)
     common_options(p)
 
 
 def cmd_doctor(args) -> int:
-    from kit.doctor import diagnose, from_files, from_server
+    from kit.doctor import add_runtime, diagnose, from_files, from_server
+    from kit.doctor.rules_trace import add_trace
 
+    check_since(args)
+    runtime = {"prometheus": args.prometheus, "since": args.since, "selector": args.selector,
+               "timeout": args.prometheus_timeout}
     given = {name: getattr(args, name) for name in _FILES if getattr(args, name)}
     for path in [*[p for v in given.values() for p in (v if isinstance(v, list) else [v])], args.baseline, args.bench]:
         if path:
             local_file(path)
+    for path in args.trace or []:
+        local_file(path)
     err = console(stderr=True)
     quiet = args.json or not sys.stderr.isatty()
     status = err.status("sgl-kit doctor: gathering evidence") if not quiet else None
@@ -82,17 +100,26 @@ def cmd_doctor(args) -> int:
             from .common import host_for, server_for
 
             with host_for(args) as host:
-                server = server_for(host, args, required=True)
+                server = server_for(host, args, required=True, prefetch=True)  # log, /server_info: one trip
                 ev = from_server(host, server, baseline=args.baseline, bench=args.bench, progress=progress)
                 ev.target = args.target
+                progress("reading what the server did (Prometheus or its /metrics)")
+                add_runtime(ev, server=server, **runtime)
+                if args.trace:
+                    add_trace(ev, args.trace)
+                result = diagnose(ev)
         else:
-            if not given:
+            if not given and not args.prometheus and not args.trace:
                 raise KitError("nothing to examine: no TARGET and no evidence files",
                                hint="`sgl-kit doctor lab`, `sgl-kit doctor gpu-box`, or give --log/--command "
                                     "and friends (sgl-kit doctor --help)")
             ev = from_files(sglang=args.sglang, package_dir=args.package_dir, baseline=args.baseline,
                             bench=args.bench, gpu=args.gpu, progress=progress, **given)
-        result = diagnose(ev)
+            if args.prometheus:
+                add_runtime(ev, **runtime)
+            if args.trace:
+                add_trace(ev, args.trace)
+            result = diagnose(ev)
     finally:
         if status is not None:
             status.stop()

@@ -12,7 +12,16 @@ import time
 
 from kit.errors import KitError
 
-from .common import common_options, emit_json, host_for, local_file, plain, server_options
+from .common import (
+    check_since,
+    common_options,
+    emit_json,
+    host_for,
+    local_file,
+    plain,
+    prometheus_options,
+    server_options,
+)
 
 __all__ = ["register"]
 
@@ -34,18 +43,13 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias: the "
                                              "server whose log, version and port to use (leave out: files only)")
-    p.add_argument("--prometheus", metavar="URL", help="a Prometheus server that scrapes the SGLang server")
-    p.add_argument("--since", default="24h", help="how far back (default: 24h; 90s, 15m, 7d ...)")
+    prometheus_options(p, since="24h")
     p.add_argument("--end", type=float, metavar="EPOCH", help="end of the span, epoch seconds (default: now)")
     p.add_argument("--step", help="resolution (default: the span / 5760, at least 1s: 15s for 24h)")
-    p.add_argument("--selector", default=None, metavar="'{label=\"v\"}'",
-                   help="PromQL label set for the server's series (default: its port, with a TARGET's server)")
     p.add_argument("--log", metavar="FILE", help="the server's log on this machine (several runs may be joined)")
     p.add_argument("--sglang", metavar="VER", help="release whose declared metric names to check against "
                                                    "(default: the server's or the log's)")
     p.add_argument("--tz", default="UTC", help="the zone of the log's times (default: UTC)")
-    p.add_argument("--prometheus-timeout", type=float, default=10.0, metavar="SEC",
-                   help="timeout of each Prometheus call (default: 10)")
     server_options(p)
     p.set_defaults(func=cmd_timeline)
     common_options(p)
@@ -62,14 +66,31 @@ def register(sub) -> None:
     common_options(m)
 
     t = sub.add_parser(
-        "profile", help="summarize torch-profiler traces: steps, CUDA graphs, kernel time by class",
-        usage="sgl-kit profile --trace FILE [FILE...] [--json]",
-        description="Offline summary of the traces sglang writes on /start_profile (*-TP-<rank>*.trace.json.gz): "
-                    "steps by mode and batch size, CUDA graph launches against eager kernel launches, GPU "
-                    "kernel time by class, NCCL kernels, the longest CPU ops. Each file is streamed, so "
-                    "memory stays small whatever its size; a file cut off gives what was read before the cut.")
-    t.add_argument("--trace", metavar="FILE", nargs="+", required=True, help="trace files on this machine")
+        "profile", help="profile a server (/start_profile under load), or summarize torch-profiler traces",
+        usage="sgl-kit profile TARGET [--steps N] [--out DIR] | --trace FILE [FILE...] [--json]",
+        description="Online (TARGET): POST the server's /start_profile with the parameters its sglang version "
+                    "declares (read from its io_struct.py), drive load with the kit's bench while it records, "
+                    "copy the traces from its host (over SSH for a remote target) and summarize each rank. "
+                    "Offline (--trace): the same summary of trace files on this machine. Per rank: steps by "
+                    "mode and batch size, CUDA graph launches against eager kernel launches, GPU kernel time "
+                    "by class, the GPU idle while the CPU was busy in a step; across ranks: NCCL and custom "
+                    "all-reduce kernels as logical collectives, arrival skew apart from transfer. Each file is "
+                    "streamed; a file cut off gives what was read before the cut.",
+        epilog="examples:\n  sgl-kit profile lab --steps 8\n  sgl-kit profile gpu-box --port 30000 --steps 20 "
+               "--out runs/prof\n  sgl-kit profile --trace runs/prof/*.trace.json.gz",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias: the "
+                                             "server to profile (leave out with --trace)")
+    t.add_argument("--trace", metavar="FILE", nargs="+", help="trace files on this machine (offline)")
+    t.add_argument("--steps", type=int, default=8, metavar="N", help="forward steps to record (default: 8)")
+    t.add_argument("--out", metavar="DIR", help="where to copy the traces (default: runs/profile-<time>)")
+    t.add_argument("--requests", type=int, default=4, help="requests of load while recording (default: 4)")
+    t.add_argument("--concurrency", type=int, default=2, help="requests at a time (default: 2)")
+    t.add_argument("--max-tokens", type=int, default=16, help="tokens per request (default: 16)")
+    t.add_argument("--wait", type=float, default=180.0, metavar="SEC",
+                   help="how long the traces may take to appear once the load is done (default: 180)")
     t.add_argument("--top", type=int, default=10, help="how many CPU ops to list (default: 10)")
+    server_options(t)
     t.set_defaults(func=cmd_profile)
     common_options(t)
 
@@ -88,14 +109,7 @@ def cmd_timeline(args) -> int:
     if not (args.prometheus or args.log or args.target):
         raise KitError("nothing to read: give --prometheus URL, --log FILE or a TARGET",
                        hint="e.g. sgl-kit timeline lab --prometheus http://127.0.0.1:9090")
-    from kit.metrics import parse_duration
-
-    for option, value in (("--since", args.since), ("--step", args.step)):
-        try:
-            if value is not None and parse_duration(value) <= 0:
-                raise ValueError(f"{option} must be positive, not {value!r}")
-        except ValueError as err:
-            raise KitError(f"{option}: {err}", hint="write it as 90s, 15m, 24h, 7d or 1h30m") from None
+    check_since(args)
     server = _server(args)
     log_text = None
     if args.log:
@@ -160,8 +174,15 @@ def cmd_metrics(args) -> int:
 
 def cmd_profile(args) -> int:
     from kit.errors import TraceError
+    from kit.metrics.collectives import group_collectives
     from kit.metrics.trace import summarize_trace
 
+    if bool(args.target) == bool(args.trace):
+        raise KitError("give a TARGET to profile, or --trace FILE... to summarize, not both" if args.target
+                       else "nothing to profile: give a TARGET or --trace FILE...",
+                       hint="e.g. sgl-kit profile lab --steps 8, or sgl-kit profile --trace run/*.trace.json.gz")
+    if args.target:
+        return _profile_online(args)
     summaries, failed = [], []
     for path in args.trace:
         try:
@@ -170,11 +191,33 @@ def cmd_profile(args) -> int:
             failed.append((path, err))
     if not summaries and failed:
         raise failed[0][1]
+    coll = group_collectives(summaries)
     if args.json:
-        emit_json({"traces": [s.to_dict() for s in summaries],
+        emit_json({"traces": [s.to_dict() for s in summaries], "collectives": coll.to_dict(),
                    "failed": [{"path": p, "error": e.message, "hint": e.hint} for p, e in failed]})
     else:
         sys.stdout.write("\n".join(s.to_text() for s in summaries))
+        if coll.kernels:
+            sys.stdout.write("\n" + coll.to_text())
         for path, err in failed:
             sys.stdout.write(f"\n{path}: not summarized: {err.message}\n  -> {err.hint}\n")
     return 0 if not failed else 2
+
+
+def _profile_online(args) -> int:
+    from kit.metrics.profile import profile_server
+
+    if args.steps < 1:
+        raise KitError(f"--steps must be 1 or more, not {args.steps}", hint="e.g. --steps 8")
+    server = _server(args, required=True)
+    out = args.out or time.strftime("runs/profile-%Y%m%dT%H%M%S")
+    progress = None if args.json else (lambda text: sys.stderr.write(f"sgl-kit: {text}\n"))
+    run = profile_server(server, steps=args.steps, local_dir=out, timeout=args.timeout, wait=args.wait,
+                         top=args.top, progress=progress,
+                         load={"requests": args.requests, "concurrency": args.concurrency,
+                               "max_tokens": args.max_tokens})
+    if args.json:
+        emit_json(run.to_dict())
+    else:
+        sys.stdout.write(run.to_text())
+    return 0 if not run.failed else 2

@@ -19,40 +19,62 @@ from dataclasses import replace
 
 from kit.errors import KitError
 
-from . import rules, rules_hw, rules_runtime  # noqa: F401  (they register their rules)
+from . import rules, rules_hw, rules_metrics, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
 from .evidence import Evidence, from_files, from_server
 from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import RULES, Rule, version_in
+from .rules_metrics import METRIC_RULES, add_runtime
+from .rules_trace import add_trace  # noqa: F401  (registers its rules; a trace summary as evidence)
 
 __all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "Impact", "ModelSize", "RULES", "Roofline", "Rule",
-           "diagnose", "doctor", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
+           "add_runtime", "diagnose", "runtime_diagnosis", "doctor", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
 
 
 def doctor(target: str | None = None, *, host=None, pid: int | None = None, port: int | None = None,
            baseline: str | None = None, bench: str | None = None,
-           progress: Callable[[str], None] | None = None, **files) -> Diagnosis:
+           progress: Callable[[str], None] | None = None, prometheus=None, since: str | float = "1h",
+           selector: str | None = None, **files) -> Diagnosis:
     """Diagnose a live target (``lab``, ``local``, an SSH target; ``host`` reuses a connection already
     open to it), or the files given as keywords (log, server_info, command, nvidia_smi, topo,
-    model_config, sglang, package_dir, gpu, environ)."""
+    model_config, sglang, package_dir, gpu, environ). ``prometheus`` (a URL; credentials from the
+    environment) adds what the server did over ``since``; a live server with ``--enable-metrics``
+    is read from its own ``/metrics`` without one (kit.doctor.rules_metrics)."""
+    runtime = {"prometheus": prometheus, "since": since, "selector": selector}
     if target is None:
-        return diagnose(from_files(baseline=baseline, bench=bench, progress=progress, **files))
+        evidence = from_files(baseline=baseline, bench=bench, progress=progress, **files)
+        if prometheus:
+            add_runtime(evidence, **runtime)
+        return diagnose(evidence)
     from kit.target import connect
 
     if host is not None:
-        return _doctor_on(host, target, pid, port, baseline, bench, progress)
+        return _doctor_on(host, target, pid, port, baseline, bench, progress, runtime)
     with connect(target) as opened:
-        return _doctor_on(opened, target, pid, port, baseline, bench, progress)
+        return _doctor_on(opened, target, pid, port, baseline, bench, progress, runtime)
 
 
-def _doctor_on(host, target, pid, port, baseline, bench, progress) -> Diagnosis:
+def _doctor_on(host, target, pid, port, baseline, bench, progress, runtime=None) -> Diagnosis:
     from kit.target import resolve_server
 
-    server = resolve_server(host, target, pid=pid, port=port)
+    server = resolve_server(host, target, pid=pid, port=port, prefetch=True)  # log head/tail, /server_info: one trip
     evidence = from_server(host, server, baseline=baseline, bench=bench, progress=progress)
+    add_runtime(evidence, server=server, **(runtime or {}))
     evidence.target = target if target == host.name else f"{target} (pid {server.pid} on {host.name})"
     return diagnose(evidence)
+
+
+def runtime_diagnosis(host, server, *, prometheus=None, since: str | float = "1h", selector: str | None = None,
+                      progress: Callable[[str], None] | None = None) -> Diagnosis:
+    """Only the rules over what the server did (kit.doctor.rules_metrics): from ``prometheus`` (a URL,
+    credentials from the environment) over ``since``, else the server's own ``/metrics``."""
+    evidence = from_server(host, server, progress=progress)
+    add_runtime(evidence, server=server, prometheus=prometheus, since=since, selector=selector)
+    if evidence.runtime is None and not prometheus:
+        evidence.problems.append("nothing was read of what the server did: no Prometheus URL was given, and the "
+                                 "server runs without --enable-metrics (sglang serves /metrics only with it)")
+    return diagnose(evidence, only=METRIC_RULES)
 
 
 def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_tokens: int = 1024) -> Diagnosis:
@@ -93,7 +115,7 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
     _within_the_room(case, findings)
     diagnosis = Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
                           skipped, checked, dict(evidence.sources), evidence.command, _open_questions(case, findings),
-                          unanswered=rules_runtime.evidence_gaps(case))
+                          unanswered=rules_runtime.evidence_gaps(case) + rules_metrics.evidence_gaps(case))
     from .fixcheck import check_fixed_launch
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)

@@ -55,6 +55,8 @@ class Evidence:
     pastes: list = field(default_factory=list)  # (file, kit.server_args.Paste): what was found where
     bench_serving: dict | None = None  # a pasted `bench_serving` result, key -> number
     probes: dict | None = None  # kit.provenance.host_probes of the server's host (platform.machine, ...)
+    runtime: dict | None = None  # what the server did: kit.metrics.runtime_facts / page_facts (rules_metrics.add_runtime)
+    trace: dict | None = None  # torch-profiler summaries and their collectives (rules_trace.add_trace)
 
     def problem(self, what: str, err: Exception | str) -> None:
         text = getattr(err, "message", None) or str(err)
@@ -557,7 +559,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     except KitError as err:
         ev.problem("the server's sglang source", err)
     if server.log_path:
-        head = host.run(["head", "-n", "3000", server.log_path], timeout=30).stdout
+        head = "\n".join(server.log_head(3000))
         ev.notices += [line for line in head.splitlines() if _NOTICE.search(line)][:200]
         tail = server.log_tail(4000)
         _decode_from(ev, "\n".join(tail), f"the log {server.log_path}", parse_decode_stats, decode_summary)

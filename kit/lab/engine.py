@@ -271,6 +271,8 @@ class Engine:
         self.last_gen_throughput = 0.0
         self._ticker: asyncio.TimerHandle | None = None
         self.graph_max_bs = int(fields.get("cuda_graph_max_bs") or 0)
+        # sglang:cuda_graph_passes_total by mode (kit/lab/metrics.py); a mode appears on its first pass
+        self.graph_passes: dict[str, int] = {}
         self._heap: list[tuple[float, int, Generation]] = []
         self._seq = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -296,6 +298,8 @@ class Engine:
             batch.append(gen)
             self._prefill(gen)
         if batch:
+            mode = "prefill_cuda_graph" if self.model.piecewise_cuda_graph else "prefill_none"
+            self.graph_passes[mode] = self.graph_passes.get(mode, 0) + 1
             self._log_prefill(batch)
             self._ensure_ticker()
 
@@ -377,6 +381,9 @@ class Engine:
             gen.histogram[n - 1] += 1
             self.iv_rounds += 1
             self.iv_round_tokens += n
+        if produced:  # a decode chunk: one pass, in the graph when the running batch is within its size
+            mode = "decode_cuda_graph" if self._graph(len(self.running)) else "decode_none"
+            self.graph_passes[mode] = self.graph_passes.get(mode, 0) + 1
         left = gen.target - produced
         if n > left:
             n = left

@@ -2,6 +2,9 @@
 
 Names, help texts and label names follow ``srt/observability/metrics_collector.py``
 (the tokenizer's and the scheduler's collectors); the lab exports the subset it models.
+``sglang:cuda_graph_passes_total{mode=...}`` stands in for what only a GPU shows: the lab has no
+batch steps, so it counts one decode pass per chunk it sends (in the graph when the running batch
+is within cuda_graph_max_bs) and one prefill pass per admitted batch; a mode appears on its first pass.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ def prometheus_text(engine, labels: Mapping[str, str]) -> str:
     ]
     for name, help_text, value in counters:
         _family(out, name, "counter", help_text, [(name + "_total", tl, value)])
+    passes = [(name, _labels(dict(sched, mode=mode)), count) for mode, count in engine.graph_passes.items()
+              for name in ("sglang:cuda_graph_passes_total",)]
+    if passes:
+        _family(out, "sglang:cuda_graph_passes", "counter", "Total number of forward passes categorized by CUDA graph.",
+                passes)
     histograms = [
         ("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", "ttft"),
         ("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", "itl"),

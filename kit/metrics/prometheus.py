@@ -9,6 +9,13 @@ shell history would keep them:
 Every call has a timeout. A Prometheus that is down, refuses the credentials or the query
 raises a :class:`~kit.errors.MetricsError` subclass that says which and what to do; an
 empty answer is an empty frame, never zeros.
+
+Names are asked as sglang declares them (``sglang:gen_throughput``). A Prometheus may hold them as
+``sglang_gen_throughput``: prometheus_client 0.26.0 (sglang 0.5.11's), asked for OpenMetrics as
+Prometheus asks by default, writes each sample's name with its escaping for legacy label names,
+which has no ``:`` (prometheus_client/openmetrics/exposition.py:150-152), while its HELP and TYPE
+lines keep the ``:`` (lines 64-66). A query is sent with the spelling this Prometheus holds, and
+the answer names each metric as sglang declares it.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -23,7 +31,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kit.errors import PrometheusAuthRequired, PrometheusQueryError, PrometheusUnreachable
+from kit.errors import MetricsError, PrometheusAuthRequired, PrometheusQueryError, PrometheusUnreachable
 
 from .series import label_text, parse_duration, series_frame
 
@@ -33,6 +41,8 @@ ENV_TOKEN = "SGL_KIT_PROMETHEUS_TOKEN"
 ENV_USER = "SGL_KIT_PROMETHEUS_USER"
 ENV_PASSWORD = "SGL_KIT_PROMETHEUS_PASSWORD"  # noqa: S105 - the variable's name, not a password
 _MAX_POINTS = 11000  # Prometheus refuses a range query of more than 11,000 points per series
+_SGLANG_NAME = re.compile(r"\bsglang:[A-Za-z0-9_]+")
+_RENAMED = "sglang_"  # the escaped prefix of sglang:... (see the module docstring)
 
 
 @dataclass
@@ -61,6 +71,8 @@ class Prometheus:
         self.timeout = float(timeout)
         self._auth = None
         self.auth_kind = "none"
+        self._held: set[str] | None = None  # the names Prometheus holds, as stored
+        self._held_at = 0.0
         if token:
             self._auth, self.auth_kind = f"Bearer {token}", f"a bearer token (${ENV_TOKEN})"
         elif username is not None:
@@ -82,12 +94,12 @@ class Prometheus:
 
     def instant(self, query: str, at: float | None = None) -> QueryResult:
         """``/api/v1/query``: the value of each series at ``at`` (epoch seconds; default now)."""
-        params = {"query": query}
+        params = {"query": self._spelled(query)}
         if at is not None:
             params["time"] = f"{float(at):.3f}"
         started = time.perf_counter()
         data, warnings = self._call("query", params)
-        return QueryResult(query, _frame(data), warnings, time.perf_counter() - started)
+        return QueryResult(query, _declared_names(_frame(data)), warnings, time.perf_counter() - started)
 
     def range(self, query: str, start: float, end: float | None = None, step: float | str = 15) -> QueryResult:
         """``/api/v1/query_range`` from ``start`` to ``end`` (epoch seconds) every ``step``.
@@ -101,12 +113,13 @@ class Prometheus:
                                        hint="give a step such as 15s")
         started = time.perf_counter()
         frames, warnings = [], []
+        sent = self._spelled(query)
         lo = float(start)
         while lo <= end:
             hi = min(end, lo + step_s * (_MAX_POINTS - 1))
-            data, warn = self._call("query_range", {"query": query, "start": f"{lo:.3f}", "end": f"{hi:.3f}",
+            data, warn = self._call("query_range", {"query": sent, "start": f"{lo:.3f}", "end": f"{hi:.3f}",
                                                     "step": f"{step_s:g}"})
-            frames.append(_frame(data))
+            frames.append(_declared_names(_frame(data)))
             warnings += warn
             lo = hi + step_s
         import pandas as pd
@@ -115,9 +128,29 @@ class Prometheus:
         return QueryResult(query, frame, warnings, time.perf_counter() - started)
 
     def metric_names(self) -> set[str]:
-        """Every metric name Prometheus holds a series of (``/api/v1/label/__name__/values``)."""
+        """Every metric name Prometheus holds a series of (``/api/v1/label/__name__/values``), and for a
+        ``sglang_...`` name held escaped, the ``sglang:...`` name sglang declares."""
         data, _ = self._call("label/__name__/values", {})
-        return set(data or ())
+        self._held, self._held_at = set(data or ()), time.monotonic()
+        return self._held | {_declared(n) for n in self._held}
+
+    def _spelled(self, query: str) -> str:
+        """``query`` with each sglang:... name in the spelling this Prometheus holds."""
+        names = set(_SGLANG_NAME.findall(query))
+        if not names:
+            return query
+        held = self._held
+        stale = held is None or time.monotonic() - self._held_at > 2.0
+        if stale and (held is None or any(n not in held and _escaped(n) not in held for n in names)):
+            try:
+                self.metric_names()
+            except MetricsError:
+                return query  # the query itself will say what is wrong
+            held = self._held
+        if not held:
+            return query
+        return _SGLANG_NAME.sub(lambda m: _escaped(m[0]) if m[0] not in held and _escaped(m[0]) in held else m[0],
+                                query)
 
     def check(self) -> dict:
         """Prometheus' build info: proves the URL is a Prometheus and the credentials work."""
@@ -179,6 +212,20 @@ class Prometheus:
         return PrometheusAuthRequired(
             f"Prometheus at {self.url} refused {self.auth_kind} (HTTP {code})", url=self.url,
             hint=f"check the credentials in ${ENV_TOKEN} or ${ENV_USER}/${ENV_PASSWORD}")
+
+
+def _escaped(name: str) -> str:
+    return _RENAMED + name.removeprefix("sglang:")
+
+
+def _declared(name: str) -> str:
+    return "sglang:" + name.removeprefix(_RENAMED) if name.startswith(_RENAMED) else name
+
+
+def _declared_names(frame):
+    if len(frame) and frame["metric"].str.startswith(_RENAMED).any():
+        frame["metric"] = frame["metric"].map(_declared)
+    return frame
 
 
 def _api_error(raw: bytes) -> str:

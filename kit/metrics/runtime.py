@@ -18,17 +18,15 @@ from kit.errors import MetricsError
 
 from .series import parse_duration
 
-__all__ = ["FACTS", "runtime_facts"]
+__all__ = ["FACTS", "page_facts", "runtime_facts"]
 
 # fact -> (metric whose declaration it needs, PromQL with {sel} and {span}, how to read the answer)
 FACTS = {
-    "graph_passes": ("sglang:cuda_graph_passes_total",
-                     "sum by (mode) (increase(sglang:cuda_graph_passes_total{sel}[{span}]))", "by:mode"),
+    "graph_passes": ("sglang:cuda_graph_passes_total", "sglang:cuda_graph_passes_total", "count:mode"),
     "is_cuda_graph": ("sglang:is_cuda_graph", "avg_over_time(sglang:is_cuda_graph{sel}[{span}])", "series"),
     "queue_max": ("sglang:num_queue_reqs", "max_over_time(sglang:num_queue_reqs{sel}[{span}])", "series"),
     "queue_avg": ("sglang:num_queue_reqs", "avg_over_time(sglang:num_queue_reqs{sel}[{span}])", "series"),
-    "retracted_requests": ("sglang:num_retracted_requests_total",
-                           "increase(sglang:num_retracted_requests_total{sel}[{span}])", "series"),
+    "retracted_requests": ("sglang:num_retracted_requests_total", "sglang:num_retracted_requests_total", "count"),
     "retracted_max": ("sglang:num_retracted_reqs", "max_over_time(sglang:num_retracted_reqs{sel}[{span}])", "series"),
     "cache_hit_rate": ("sglang:cache_hit_rate", "avg_over_time(sglang:cache_hit_rate{sel}[{span}])", "series"),
     "cached_token_share": ("sglang:cached_tokens_total",
@@ -38,7 +36,28 @@ FACTS = {
     # speculative batch ran, not a measurement, and stays out of the average.
     "accept_length": ("sglang:spec_accept_length",
                       "avg_over_time((sglang:spec_accept_length{sel} > 0)[{span}:])", "series"),
+    "running_max": ("sglang:num_running_reqs", "max_over_time(sglang:num_running_reqs{sel}[{span}])", "series"),
+    "token_usage_max": ("sglang:token_usage", "max_over_time(sglang:token_usage{sel}[{span}])", "series"),
+    # The scheduler observes each request's wait from the queue to its first forward (queue_time_seconds);
+    # the tokenizer its time to first token: both histograms, so the sums over the span are seconds.
+    "queue_time_sum": ("sglang:queue_time_seconds", "sglang:queue_time_seconds_sum", "count"),
+    "queue_time_count": ("sglang:queue_time_seconds", "sglang:queue_time_seconds_count", "count"),
+    "queue_time_p90": ("sglang:queue_time_seconds", "histogram_quantile(0.9, sum by (le) "
+                       "(increase(sglang:queue_time_seconds_bucket{sel}[{span}])))", "series"),
+    "ttft_sum": ("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_sum", "count"),
+    "retracted_input_tokens": ("sglang:num_retracted_input_tokens_total", "sglang:num_retracted_input_tokens_total",
+                               "count"),
+    "retracted_output_tokens": ("sglang:num_retracted_output_tokens_total",
+                                "sglang:num_retracted_output_tokens_total", "count"),
+    "prompt_tokens": ("sglang:prompt_tokens_total", "sglang:prompt_tokens_total", "count"),
+    "cached_tokens": ("sglang:cached_tokens_total", "sglang:cached_tokens_total", "count:cache_source"),
 }
+# A "count" fact is what a counter counted in the span, summed (by a label): its end value less its
+# start value where the series existed at the span's start and did not reset (exact; increase()
+# where it reset), plus the whole end value of a series that appeared in the span: sglang creates a
+# labelled counter's series on its first increment, so increase() alone would lose that increment.
+_COUNT = ("sum{by} ((({s}{sel} - {s}{sel} offset {span}) >= 0) or (increase({s}{sel}[{span}]) "
+          "and {s}{sel} offset {span}))", "sum{by} ({s}{sel} unless {s}{sel} offset {span})")
 
 
 def runtime_facts(prometheus=None, *, since: str | float = "1h", end: float | None = None, selector: str = "",
@@ -50,10 +69,25 @@ def runtime_facts(prometheus=None, *, since: str | float = "1h", end: float | No
     """
     end = time.time() if end is None else float(end)
     span_s = parse_duration(since)
-    span = f"{int(span_s)}s"
-    facts: dict = {"span": {"start": end - span_s, "end": end, "seconds": span_s}, "problems": []}
+    span = f"{round(span_s * 1000)}ms"  # to the millisecond: the span's ends are where its numbers are read
+    facts: dict = {"span": {"start": end - span_s, "end": end, "seconds": span_s, "kind": "prometheus",
+                            "source": getattr(prometheus, "url", None), "selector": selector}, "problems": []}
+    if prometheus is not None:
+        try:
+            prometheus.metric_names()  # one call that proves the URL and the credentials before ~20 queries
+        except MetricsError as err:
+            why = err.message + (f" -> {err.hint}" if err.hint else "")
+            facts["problems"].append(why)
+            for key, (metric, _, _) in FACTS.items():
+                facts[key] = {"status": "unreadable", "metric": metric, "why": err.message}
+            facts["accept_length_over_time"] = {"status": "unreadable", "metric": "sglang:spec_accept_length",
+                                                "why": err.message}
+            prometheus = None
     if prometheus is not None:
         for key, (metric, promql, shape) in FACTS.items():
+            if shape.startswith("count"):
+                facts[key] = _count(prometheus, metric, promql, shape, selector, span, end, names)
+                continue
             query = promql.replace("{sel}", selector).replace("{span}", span)
             facts[key] = _fact(prometheus, metric, query, shape, end, names)
         facts["accept_length_over_time"] = _over_time(prometheus, "sglang:spec_accept_length", selector,
@@ -96,6 +130,22 @@ def _fact(prom, metric, query, shape, at, names) -> dict:
     return {"status": "measured", "metric": metric, "query": query, "site": site, "values": values}
 
 
+def _count(prom, metric, series, shape, selector, span, at, names) -> dict:
+    label = shape.partition(":")[2]
+    by = f" by ({label})" if label else ""
+    ran, appeared = (q.format(by=by, s=series, sel=selector, span=span) for q in _COUNT)
+    parts = [_fact(prom, metric, q, f"by:{label}" if label else "series", at, names) for q in (ran, appeared)]
+    measured = [p for p in parts if p["status"] == "measured"]
+    if not measured:
+        bad = next((p for p in parts if p["status"] in ("unreadable", "not declared")), parts[0])
+        return {**bad, "query": f"{series}{selector} counted over {span}"}
+    values: dict[str, float] = {}
+    for part in measured:
+        for key, value in part["values"].items():
+            values[key] = values.get(key, 0.0) + value
+    return {**measured[0], "values": values, "query": f"{series}{selector} counted over {span}", "promql": [ran, appeared]}
+
+
 def _over_time(prom, metric, selector, start, end, points, names) -> dict:
     if (absent := _declared(names, metric)) is not None:
         return absent
@@ -131,3 +181,66 @@ def _decode_log_facts(text: str) -> dict:
     return {"status": "measured", "lines": len(stats), "by_running_req": dict(sorted(by_bs.items())),
             "smallest_eager_batch": min(eager) if eager else None,
             "largest_graph_batch": max(graph) if graph else None}
+
+
+# fact -> (metric, the samples it sums, how to read them) for one /metrics page: counters since the
+# process started, gauges as of the scrape.
+_PAGE = {
+    "graph_passes": ("sglang:cuda_graph_passes_total", ("sglang:cuda_graph_passes_total",), "by:mode"),
+    "is_cuda_graph": ("sglang:is_cuda_graph", ("sglang:is_cuda_graph",), "series"),
+    "queue_max": ("sglang:num_queue_reqs", ("sglang:num_queue_reqs",), "series"),
+    "running_max": ("sglang:num_running_reqs", ("sglang:num_running_reqs",), "series"),
+    "token_usage_max": ("sglang:token_usage", ("sglang:token_usage",), "series"),
+    "retracted_requests": ("sglang:num_retracted_requests_total", ("sglang:num_retracted_requests_total",), "sum"),
+    "retracted_max": ("sglang:num_retracted_reqs", ("sglang:num_retracted_reqs",), "series"),
+    "retracted_input_tokens": ("sglang:num_retracted_input_tokens_total",
+                               ("sglang:num_retracted_input_tokens_total",), "sum"),
+    "retracted_output_tokens": ("sglang:num_retracted_output_tokens_total",
+                                ("sglang:num_retracted_output_tokens_total",), "sum"),
+    "queue_time_sum": ("sglang:queue_time_seconds", ("sglang:queue_time_seconds_sum",), "sum"),
+    "queue_time_count": ("sglang:queue_time_seconds", ("sglang:queue_time_seconds_count",), "sum"),
+    "ttft_sum": ("sglang:time_to_first_token_seconds", ("sglang:time_to_first_token_seconds_sum",), "sum"),
+    "prompt_tokens": ("sglang:prompt_tokens_total", ("sglang:prompt_tokens_total",), "sum"),
+    "cached_tokens": ("sglang:cached_tokens_total", ("sglang:cached_tokens_total",), "by:cache_source"),
+    "accept_length": ("sglang:spec_accept_length", ("sglang:spec_accept_length",), "positive"),
+}
+
+
+def page_facts(page, *, source: str = "/metrics", names=None, at: float | None = None,
+               started: float | None = None) -> dict:
+    """The same facts from one ``/metrics`` page (kit.metrics.scrape): counters count from the process'
+    start (``started``, epoch seconds, when known) to the scrape (``at``), gauges are as of the scrape.
+    Nothing over time: ``accept_length_over_time`` needs Prometheus."""
+    at = time.time() if at is None else float(at)
+    span = {"start": started, "end": at, "seconds": (at - started) if started else None, "source": source,
+            "kind": "page"}
+    facts: dict = {"span": span, "problems": []}
+    for key, (metric, samples, shape) in _PAGE.items():
+        if (absent := _declared(names, metric)) is not None:
+            facts[key] = absent
+            continue
+        site = names.find(metric).site if names is not None and names.find(metric) else None
+        rows = page[page["sample"].isin(samples)]
+        if rows.empty:
+            facts[key] = {"status": "no series", "metric": metric, "site": site, "query": f"{samples[0]} in {source}",
+                          "why": f"{source} has no {samples[0]} sample: the server did not report it (not a zero)"}
+            continue
+        if shape.startswith("by:"):
+            label, values = shape[3:], {}
+            for series, value in zip(rows["series"], rows["value"], strict=True):
+                k = dict(p.split("=", 1) for p in series.split(",") if "=" in p).get(label, series)
+                values[k] = values.get(k, 0.0) + float(value)
+        elif shape == "sum":
+            values = {"": float(rows["value"].sum())}
+        else:
+            values = {s: float(v) for s, v in zip(rows["series"], rows["value"], strict=True)
+                      if shape != "positive" or v > 0}
+            if not values:
+                facts[key] = {"status": "no series", "metric": metric, "site": site,
+                              "why": f"{metric} is 0 in {source}: no speculative batch ran (not a measurement)"}
+                continue
+        facts[key] = {"status": "measured", "metric": metric, "query": f"{samples[0]} in {source}", "site": site,
+                      "values": values, "at_scrape": shape in ("series", "positive")}
+    facts["accept_length_over_time"] = {"status": "no series", "metric": "sglang:spec_accept_length",
+                                        "why": "one /metrics page has no history: give --prometheus URL"}
+    return facts

@@ -38,6 +38,7 @@ PANELS = {
     "running requests": "sglang:num_running_reqs",
     "token usage": "sglang:token_usage",
 }
+ACCEPT = "sglang:spec_accept_length"
 COUNTERS = ("sglang:num_requests_total", "sglang:generation_tokens_total", "sglang:prompt_tokens_total")
 
 
@@ -161,6 +162,14 @@ def timeline(prometheus=None, *, since: str | float = "24h", end: float | None =
         restarts.append((process_started, process_started, "the running process started then (ps)"))
     frames = [f for f in frames if len(f)]
     frame = pd.concat(frames, ignore_index=True) if frames else empty_frame()
+    # An accept length counts the verified token itself (>= 1): sglang's gauge reads 0 until a speculative
+    # batch runs, which is not a measurement; those points stay out, and a series of only 0 is missing.
+    unset = (frame["metric"] == ACCEPT) & ~(frame["value"] > 0)
+    if unset.any():
+        if not (frame["metric"] == ACCEPT)[~unset].any():
+            missing[ACCEPT] = (f"{ACCEPT} reported only 0 in this span: no speculative batch ran (an accept length "
+                               "is 1 or more), so there is nothing to plot; not a zero")
+        frame = frame[~unset].reset_index(drop=True)
     # Metric evidence is an interval around the restart already; the slack only joins what the
     # step blurs, and never more than two minutes (two startup lines are two restarts anyway).
     merged = _merge(restarts, startups, min(max(2 * step_s, 5.0), 120.0))
