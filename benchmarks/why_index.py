@@ -11,8 +11,13 @@ machine the CPU time is the steadier number). Columns:
 
 Rows: `why` on a local 0.5.11 tree (with the incident's log and config.json), `why` over SSH to
 a real sshd on 127.0.0.1 (snapshot cold and warm), `args parse`, the offline doctor over the
-incident's files, and, with ``--lab``, `why`, `args show` and `doctor` against a running lab.
-The floor: `grep -rn` and `sed -n` over SSH to the same sshd (one `ssh` process each).
+incident's files, and, with ``--lab``, `why`, `args show` and `doctor` against a running lab,
+here and over SSH (the same lab reached through the sshd, as a GPU box is).
+The floor: `grep -rn` and `sed -n` over SSH to the same sshd, as one `ssh` process each, and as
+one request on a connection already open (the kit's helper: what a warm `why` pays per question).
+
+Then, per sglang tree (0.5.11 and 0.5.23): the index file's size and the CPU seconds of the
+`why` that builds it cold. The load average is printed before and after: the machine may be shared.
 
     .venv/bin/python benchmarks/why_index.py [--repeat 3] [--before HEAD] [--lab PORT] [--no-ssh]
 """
@@ -79,6 +84,42 @@ def _revision(ref: str, work: Path) -> Path:
     return out
 
 
+def _on_open_connection(server, argv: list[str], repeat: int) -> list[tuple[float, float]]:
+    """One command as one request on an SSH connection already open (its helper started): wall and
+    the CPU seconds of this process, per request."""
+    from kit.target import connect
+
+    out = []
+    with connect(server.alias, config_file=str(server.ssh_config)) as host:
+        host.run(["true"], timeout=60)  # connect and start the helper first
+        for _ in range(repeat):
+            cpu0, start = time.process_time(), time.perf_counter()
+            res = host.run(argv, timeout=60)
+            out.append((time.perf_counter() - start, time.process_time() - cpu0))
+            if not res.stdout:
+                raise SystemExit(f"{argv} printed nothing over SSH: {res.stderr[-500:]}")
+    return out
+
+
+def _index_sizes(kit: Kit, work: Path, trees: dict[str, str]) -> list[str]:
+    """Per tree: the index file's size and the CPU seconds of the `why` that builds it cold."""
+    rows = []
+    for version, pkg in trees.items():
+        cache = work / f"cache-size-{version}"
+        _seed_cache(cache)
+        argv = ["--json", "why", FLAG, "local", "--package-dir", pkg, "--cuda"]
+        if version == "0.5.11":
+            argv += ["--log", str(LOG), "--model-config", str(CONFIG)]
+        wall, cpu = _timed(kit.argv(*argv), kit.environ(cache))
+        files = sorted((cache / "index").glob("*.json"))
+        size = sum(f.stat().st_size for f in files)
+        warm = _timed(kit.argv(*argv), kit.environ(cache))
+        rows.append(f"  sglang {version}: index {size / 1024:.0f} KiB in {len(files)} file(s); `why` building it "
+                    f"cold {wall:.2f} s wall ({cpu:.2f} CPU), warm {warm[0]:.2f} s ({warm[1]:.2f} CPU)")
+        shutil.rmtree(cache, ignore_errors=True)
+    return rows
+
+
 def _seed_cache(cache: Path) -> None:
     """A kit cache with the wheels and trees of the real one (so `--sglang 0.5.11` reads offline), and
     nothing else: no index, no snapshots."""
@@ -109,8 +150,10 @@ def main() -> int:
 
     from kit.source import install_package_source
 
+    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="kit-bench-index-"))
     pkg = install_package_source("sglang", "0.5.11", prefix=str(work / "env"))
+    pkg23 = install_package_source("sglang", "0.5.23", prefix=str(work / "env23"))
     pycache = work / "pycache"
     kits = {
         "before": Kit("before", _revision(args.before, work), {"PYTHONPYCACHEPREFIX": str(pycache / "before")}),
@@ -141,6 +184,10 @@ def main() -> int:
             commands["why lab"] = (["--json", "why", FLAG, "lab", "--port", str(args.lab)], None)
             commands["args show lab"] = (["--json", "args", "show", "lab", "--port", str(args.lab)], None)
             commands["doctor lab"] = (["--json", "doctor", "lab", "--port", str(args.lab)], None)
+            if server is not None:
+                over = [server.alias, "--port", str(args.lab), "--ssh-config", str(server.ssh_config)]
+                commands["why lab over SSH"] = (["--json", "why", FLAG, *over], None)
+                commands["doctor lab over SSH"] = (["--json", "doctor", *over], None)
         for label, (argv, expect) in commands.items():
             for name in ("before", "off", "cold", "warm"):
                 rows.setdefault(label, {})[name] = []
@@ -176,16 +223,25 @@ def main() -> int:
             for label, argv in floor.items():
                 rows[label] = {"before": [_timed(argv, dict(os.environ)) for _ in range(args.repeat)],
                                "off": [], "cold": [], "warm": []}
+            opened = {"grep -rn, open connection": ["grep", "-rn", FLAG, f"{pkg}/srt/server_args.py"],
+                      "sed -n, open connection": ["sed", "-n", "1190,1240p", f"{pkg}/srt/server_args.py"]}
+            for label, argv in opened.items():
+                rows[label] = {"before": _on_open_connection(server, argv, args.repeat), "off": [], "cold": [],
+                               "warm": []}
+        sizes = _index_sizes(kits["cold"], work, {"0.5.11": pkg, "0.5.23": pkg23})
     finally:
         if factory is not None:
             factory.stop_all()
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\nwall seconds (CPU seconds), median of {args.repeat}; before = {args.before}; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"\nwall seconds (CPU seconds: user+sys of the process), median of {args.repeat}; before = {args.before}; "
+          f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores")
     print(f"{'':34} {'before':>13} {'index off':>13} {'index cold':>13} {'index warm':>13}")
     for label, cells in rows.items():
         print(f"{label:34} " + " ".join(f"{_median(cells[n]):>13}" for n in ("before", "off", "cold", "warm")))
+    print("(the floor rows are in the first column: they do not depend on the kit)")
+    print("\nthe index per tree:")
+    print("\n".join(sizes))
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,17 +35,20 @@ DATA = HERE.parent / "tests" / "data" / "provenance"
 SGL_KIT = str(Path(sys.executable).parent / "sgl-kit")
 
 
-def _why(server, pkg: str, cache: Path, *extra: str) -> float:
+def _why(server, pkg: str, cache: Path, *extra: str) -> tuple[float, float]:
     argv = [SGL_KIT, "--json", "why", "disable_piecewise_cuda_graph", server.alias, "--package-dir", pkg,
             "--log", str(DATA / "incident-0.5.11.log"), "--model-config",
             str(DATA / "qwen3.6-27b" / "config.json"), "--ssh-config", str(server.ssh_config), *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "SGL_KIT_CACHE": str(cache)})
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0 or '"sglang/srt/server_args.py:1230"' not in proc.stdout:
         raise SystemExit(f"why failed or did not name rule 8:\n{proc.stderr}\n{proc.stdout[:2000]}")
-    return seconds
+    return seconds, cpu  # cpu: user+sys of the kit's process (the ssh it starts included)
 
 
 def main() -> int:
@@ -55,7 +59,7 @@ def main() -> int:
     pkg = install_package_source("sglang", "0.5.11", prefix=str(work / "env"))
     factory = make_sshd_factory(work)
     server = factory.start()
-    rows: dict[str, list[float]] = {"cold snapshot": [], "warm snapshot": [], "no snapshot": []}
+    rows: dict[str, list[tuple[float, float]]] = {"cold snapshot": [], "warm snapshot": [], "no snapshot": []}
     try:
         for i in range(args.repeat):
             cache = work / f"cache{i}"
@@ -67,9 +71,13 @@ def main() -> int:
         factory.stop_all()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nsgl-kit why disable_piecewise_cuda_graph over SSH on 127.0.0.1, sglang 0.5.11 "
-          f"(whole CLI process, median of {args.repeat})")
+          f"(whole CLI process, median of {args.repeat}; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores)")
     for name, values in rows.items():
-        print(f"  {name:15} {statistics.median(values):6.2f} s   (min {min(values):.2f}, max {max(values):.2f})")
+        walls = [w for w, _ in values]
+        cpu = statistics.median(c for _, c in values)
+        print(f"  {name:15} {statistics.median(walls):6.2f} s wall (min {min(walls):.2f}, max {max(walls):.2f}), "
+              f"{cpu:.2f} s CPU")
     return 0
 
 

@@ -18,6 +18,7 @@ there, so this module knows nothing of the lab's internals. Results are plain da
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -34,14 +35,18 @@ from ._secrets import SECRET_NAME_PATTERN
 from .errors import HostError, TargetError
 from .hosts import Host, LocalHost
 
-__all__ = ["ENV_PREFIXES", "HostInventory", "ServerProcess", "connect", "discover", "find_server", "inventory", "launchers",
-           "parse_target", "resolve_server", "target_kinds"]
+__all__ = ["ENV_PREFIXES", "PREFETCH", "HostInventory", "ServerProcess", "connect", "discover", "find_server", "inventory",
+           "launchers", "parse_target", "resolve_server", "target_kinds"]
 
 _LAUNCHERS = Path(__file__).resolve().parent / "data" / "launchers.json"
 # Environment variables discovery reads: they change how SGLang, NCCL and CUDA behave. A
 # variable outside these prefixes is not read, so it is unknown, not unset.
 ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH", "PYTORCH_", "NVIDIA_", "OMP_", "HF_", "VIRTUAL_ENV",
              "PYTHONPATH")
+
+# What ``discover(host, prefetch=True)`` brings back with each server in the same round trip: what the
+# doctor reads next (the head and tail of the log, /server_info) and the hardware probes' answers.
+PREFETCH = {"head": 3000, "tail": 4000, "server_info": 10.0, "probes": True}
 
 _HOST_PORT = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>[^@/:\[\]]+):(?P<port>\d+)$")
 _HOSTNAME = re.compile(r"^(?:[A-Za-z0-9_.%+-]+@)?[A-Za-z0-9_.:\[\]-]+$")
@@ -142,6 +147,9 @@ class ServerProcess:
     started_at: float | None = None
     host: Host | None = field(default=None, repr=False, compare=False)
     children: list[dict] = field(default_factory=list)  # direct child processes: pid, name, argv
+    # What discovery fetched with it (discover(prefetch=...)); each log read and /server_info answer
+    # is used once, by the first question that asks for exactly it, then read afresh.
+    prefetched: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (f"<ServerProcess {self.kind} {self.sglang_version or '?'} pid {self.pid} on {self.host_name}: "
@@ -158,17 +166,36 @@ class ServerProcess:
         return self._host().read_text(self.log_path)
 
     def log_tail(self, lines: int = 20) -> list[str]:
+        """The last ``lines`` lines of the log (``tail -n``)."""
+        return self._log_lines("tail", lines)
+
+    def log_head(self, lines: int = 20) -> list[str]:
+        """The first ``lines`` lines of the log (``head -n``)."""
+        return self._log_lines("head", lines)
+
+    def _log_lines(self, command: str, lines: int) -> list[str]:
         if not self.log_path:
             return []
-        res = self._host().run(["tail", "-n", str(int(lines)), self.log_path], timeout=30)
+        found = self.prefetched.get(command)
+        if found is not None and found[0] == int(lines):
+            del self.prefetched[command]
+            return _text(found[1]).splitlines()
+        res = self._host().run([command, "-n", str(int(lines)), self.log_path], timeout=30)
         return res.stdout.splitlines()
 
     def server_info(self, timeout: float = 10.0) -> dict:
-        """GET /server_info, through the URL discovery chose."""
+        """GET /server_info, through the URL discovery chose (or the answer discovery brought)."""
         import urllib.request
 
         if not self.url:
             raise TargetError(f"no URL for pid {self.pid} on {self.host_name}")
+        body = self.prefetched.pop("server_info", None)
+        if body is not None:
+            try:
+                return json.loads(base64.b64decode(body))
+            except ValueError as exc:
+                raise HostError(f"GET {self.url}/server_info failed: {exc}", host=self.host_name,
+                                hint="is the server up? `sgl-kit lab status` for the lab") from None
         try:
             with urllib.request.urlopen(self.url + "/server_info", timeout=timeout) as resp:
                 return json.loads(resp.read())
@@ -182,7 +209,7 @@ class ServerProcess:
         return self.host
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("host", "labels")}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("host", "labels", "prefetched")}
         # Every label any launcher declares is a key, so the schema does not depend on what runs.
         out.update({name: None for name in _label_names()})
         out.update(self.labels)
@@ -205,7 +232,7 @@ class ServerProcess:
         return f"<div><b>{html.escape(repr(self))}</b><table>{body}</table></div>"
 
 
-def discover(host: Host, timeout: float = 60.0) -> list[ServerProcess]:
+def discover(host: Host, timeout: float = 60.0, *, prefetch: bool | dict = False) -> list[ServerProcess]:
     """SGLang servers on a host: ``python -m sglang.launch_server``, ``sglang serve``, the lab's.
 
     Reads /proc on the host with its python3. Environment variables are those of
@@ -213,12 +240,22 @@ def discover(host: Host, timeout: float = 60.0) -> list[ServerProcess]:
     read them. The URL reaches the server from here: directly on this machine, and on an
     SSH host through a port forward when the server listens on loopback only (or when
     its port does not answer from here).
+
+    ``prefetch`` (True for ``PREFETCH``, or a dict like it) brings, in the same round trip, what
+    is read next about each server: the head and tail of its log, its /server_info answer, the
+    host's answers to the hardware probes (kit.provenance.host_probes). The answers are the
+    ones asking afterwards gives; each is used once (``ServerProcess.prefetched``).
     """
     request = {"launchers": launchers(), "keep": ENV_PREFIXES, "secret_pattern": SECRET_NAME_PATTERN, "locate": script("locate"),
                "package": "sglang"}
+    if prefetch:
+        request["prefetch"] = dict(PREFETCH) if prefetch is True else dict(prefetch)
     data = run_json(host, "processes", json.dumps(request), python=host.python, timeout=timeout,
                     what="list server processes", hint="discovery needs python3 and a readable /proc on the host")
     servers = [ServerProcess(host_name=host.name, host=host, **item) for item in data["servers"]]
+    if isinstance(data.get("machine"), str):
+        for server in servers:
+            server.prefetched["machine"] = data["machine"]
     for server in servers:
         server.url = _url(host, server.bind_host, server.port)
     return servers
@@ -232,21 +269,22 @@ def target_kinds() -> dict[str, dict]:
 
 
 def resolve_server(host: Host, target: str | None = None, *, pid: int | None = None, port: int | None = None,
-                   servers: list[ServerProcess] | None = None) -> ServerProcess:
+                   servers: list[ServerProcess] | None = None, prefetch: bool | dict = False) -> ServerProcess:
     """The server a target string means on ``host``: for a labelled kind (``lab``) the server whose
     labels match it, else (or with ``pid``/``port``) the one chosen by pid or port, or the only one.
 
     The one way from a target string to a server: the CLI, the doctor, the investigation and the
     notebooks call it with their ``target``, so the same cell works on the lab and on a real box.
+    ``prefetch`` goes to discover().
     """
     kind = parse_target(target)["kind"] if target is not None else None
     spec = target_kinds().get(kind or "")
     if spec is None or pid is not None or port is not None:
-        return find_server(host, pid=pid, port=port, servers=servers)
+        return find_server(host, pid=pid, port=port, servers=servers, prefetch=prefetch)
     from . import _paths
 
     wanted = {label: getattr(_paths, path)() for label, path in spec.get("labels", {}).items()}
-    servers = discover(host) if servers is None else servers
+    servers = discover(host, prefetch=prefetch) if servers is None else servers
     picked = [s for s in servers if all(s.labels.get(k) == v for k, v in wanted.items())]
     if not picked:
         raise TargetError(spec["missing"].format(**wanted), hint=spec.get("hint", ""),
@@ -274,6 +312,11 @@ def _describe(kind: str) -> str:
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def _text(body: str) -> str:
+    """Prefetched bytes (base64) as the host's command output reads them."""
+    return base64.b64decode(body).decode("utf-8", errors="replace")
+
+
 def _url(host: Host, bind: str, port: int) -> str:
     if isinstance(host, LocalHost):
         return f"http://{'127.0.0.1' if bind in ('0.0.0.0', '::', '') else bind}:{port}"
@@ -293,12 +336,13 @@ def _answers(address: str, port: int) -> bool:
 
 
 def find_server(host: Host, *, pid: int | None = None, port: int | None = None, kind: str | None = None,
-                labels: dict[str, str] | None = None, servers: list[ServerProcess] | None = None) -> ServerProcess:
+                labels: dict[str, str] | None = None, servers: list[ServerProcess] | None = None,
+                prefetch: bool | dict = False) -> ServerProcess:
     """The one server to investigate: by pid, port, kind or labels, or the only one there is.
 
-    Raises TargetError listing what runs when none or several match.
+    Raises TargetError listing what runs when none or several match. ``prefetch`` goes to discover().
     """
-    servers = discover(host) if servers is None else servers
+    servers = discover(host, prefetch=prefetch) if servers is None else servers
     picked = [s for s in servers if (pid is None or s.pid == pid) and (port is None or s.port == port)
               and (kind is None or s.kind == kind)
               and all(s.labels.get(k) == v for k, v in (labels or {}).items())]

@@ -296,3 +296,146 @@ def test_only_the_most_recently_used_indexes_are_kept(trees, cache, monkeypatch)
     assert len(kept) == 3
     assert "sglang-0.0.4-old.json" in kept and "sglang-0.0.3-old.json" in kept
     assert any(name.startswith("sglang-0.5.11-") for name in kept)
+
+
+# --------------------------------------------------------------------------- one round trip
+
+_STAND_IN = '''
+import http.server, json, os, sys
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"ok"
+        if self.path == "/server_info" and os.environ.get("STAND_IN_INFO") == "json":
+            body = json.dumps({"model_path": "/m", "port": port, "tp_size": 2, "version": "0.5.11"}).encode()
+        self.send_response(200); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+for i in range(5000):
+    print("line %d of the log \\u00e9\\r" % i if i % 997 == 0 else "line %d of the log" % i)
+print("server_args=ServerArgs(model_path='/m', port=%d)" % port, flush=True)
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+'''
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory):
+    """Two stand-in sglang servers (real processes, real HTTP, logs of 5000+ lines): one whose
+    /server_info answers JSON, one whose answer is not JSON; a torch whose cpu.is_available() is constant."""
+    import time
+    import urllib.request
+
+    from _lab_support import free_port
+
+    site = tmp_path_factory.mktemp("stand-in-site")
+    (site / "sglang").mkdir()
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "launch_server.py").write_text(_STAND_IN)
+    (site / "sglang-0.5.11.dist-info").mkdir()
+    (site / "sglang-0.5.11.dist-info" / "METADATA").write_text("Name: sglang\nVersion: 0.5.11\n")
+    (site / "torch" / "cpu").mkdir(parents=True)
+    (site / "torch" / "cpu" / "__init__.py").write_text("def is_available():\n    return True\n")
+    procs, ports = [], []
+    for info in ("json", "text"):
+        port = free_port()
+        log = open(site / f"server-{info}.log", "wb")
+        procs.append(subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--port", str(port)], cwd=site,
+                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env=dict(os.environ, PYTHONPATH=str(site), STAND_IN_INFO=info)))
+        ports.append(port)
+    for port in ports:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"the stand-in on {port} did not listen"
+                time.sleep(0.05)
+    yield dict(zip(("json", "text"), zip(procs, ports, strict=True), strict=True))
+    for proc in procs:
+        proc.kill()
+        proc.wait(10)
+
+
+class _Counting:
+    """Counts the requests a host answers (each one a round trip over SSH)."""
+
+    def __init__(self, host, monkeypatch) -> None:
+        self.calls: list[str] = []
+        for name in ("_start_stream", "_call_idempotent"):  # every command, every file read
+            original = getattr(host, name, None)
+            if original is None:
+                continue
+
+            def counted(*args, _original=original, _name=name, **kwargs):
+                self.calls.append(_name)
+                return _original(*args, **kwargs)
+
+            monkeypatch.setattr(host, name, counted)
+
+
+def _what_the_doctor_reads(server) -> dict:
+    from kit.errors import KitError
+    from kit.provenance.host_probes import host_probes
+
+    out = {"server": server.to_dict(), "tail": server.log_tail(4000), "head": server.log_head(3000),
+           "probes": host_probes(server)}
+    try:
+        out["server_info"] = server.server_info()
+    except KitError as err:
+        out["server_info"] = f"{type(err).__name__}: {err.message} -> {err.hint}"
+    return out
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_one_round_trip_reads_what_several_do(stand_ins, where, request, monkeypatch):
+    from kit.target import connect, discover
+
+    if where == "ssh":
+        sshd = request.getfixturevalue("sshd")
+        host = connect(sshd.alias, config_file=str(sshd.ssh_config))
+    else:
+        host = connect("local")
+    with host:
+        pids = {proc.pid: info for info, (proc, _) in stand_ins.items()}
+        several = {pids[s.pid]: s for s in discover(host) if s.pid in pids}
+        counter = _Counting(host, monkeypatch)
+        one = {pids[s.pid]: s for s in discover(host, prefetch=True) if s.pid in pids}
+        assert sorted(one) == sorted(several) == ["json", "text"]
+        assert counter.calls == ["_start_stream"]  # discovery: one request
+        counter.calls.clear()
+        for info in one:
+            fetched = one[info].prefetched
+            assert {"head", "tail", "machine", "torch_cpu"} <= set(fetched)
+            assert ("server_info" in fetched) is True  # both answer 200; one body is not JSON
+            got = _what_the_doctor_reads(one[info])
+            assert counter.calls == [], counter.calls  # nothing more was asked of the host
+            assert not {"head", "tail", "server_info"} & set(one[info].prefetched)  # each used once
+            want = _what_the_doctor_reads(several[info])
+            assert got == want
+            assert len(got["tail"]) == 4000 and len(got["head"]) == 3000
+            assert got["probes"] == {"platform.machine": os.uname().machine, "torch.cpu.is_available": True}
+            assert len(counter.calls) >= 4  # the several-trip path: tail, head, uname, torch, (/server_info)
+            counter.calls.clear()
+        assert one["json"].server_info is not None
+        assert _what_the_doctor_reads(several["json"])["server_info"]["tp_size"] == 2
+        assert _what_the_doctor_reads(several["text"])["server_info"].startswith("HostError: GET ")
+        # Asked again, the same server reads afresh: the host answers, with the same lines.
+        counter.calls.clear()
+        assert one["json"].log_tail(4000) == _what_the_doctor_reads(several["json"])["tail"]
+        assert counter.calls
+
+
+def test_a_prefetch_of_other_line_counts_is_not_used_for_another_count(stand_ins):
+    from kit.target import connect, discover
+
+    with connect("local") as host:
+        proc, _ = stand_ins["json"]
+        (server,) = [s for s in discover(host, prefetch={"tail": 10}) if s.pid == proc.pid]
+        assert server.prefetched["tail"][0] == 10 and "head" not in server.prefetched
+        (plain,) = [s for s in discover(host) if s.pid == proc.pid]
+        assert server.log_tail(20) == plain.log_tail(20)
+        assert "tail" in server.prefetched  # not the count it holds: left for a question that asks it
+        assert server.log_tail(10) == plain.log_tail(10)

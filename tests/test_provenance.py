@@ -662,3 +662,16 @@ def test_a_known_guard_value_holds_for_every_value_of_the_unknown_fields(expr, v
         assert site.status == ("fired" if result else "not fired")
     if not missing:
         assert result == (worlds.pop() if worlds else None), (source, snapshot, result)
+
+
+def test_a_cli_command_run_in_process_leaves_the_collector_as_it_found_it(capsys):
+    # The CLI freezes parsed trees out of the cyclic collector while its command runs; a notebook or
+    # a test that calls main() in its own process must get a normal collector back, or the trees
+    # (and the test above) would never be freed.
+    from kit._pysource import modules
+    from kit.cli import main
+
+    tree_source = Path(__file__).parent / "data" / "provenance" / "incident-0.5.11.log"
+    assert main(["args", "read", str(tree_source), "--sglang", "0.5.11"]) == 0
+    assert capsys.readouterr().out
+    assert modules._FREEZE is False and gc.get_freeze_count() == 0

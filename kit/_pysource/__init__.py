@@ -7,7 +7,8 @@ statements with a small safe interpreter (``values.py``, ``scope.py``,
 the live process (a hardware probe, a file on the server, an environment variable)
 becomes ``Unknown`` with a reason an engineer can act on.
 
-- ``modules_for(tree)``: the parse cache of one tree;
+- ``modules_for(tree)``: the parse cache of one tree (``freeze_parsed()``: a short-lived process
+  keeps parsed trees out of the cyclic garbage collector's walks);
 - ``class_fields(...)``: dataclass fields, inherited ones first;
 - ``Evaluator``: guards against server args, defaults and config.json;
 - ``constant(...)``: the value of a constant expression, or NotConstant;
@@ -18,7 +19,7 @@ from .environment import Environment
 from .evaluator import Evaluator, NotConstant, constant, constant_named, plain_constant
 from .fields import built_attribute, class_fields
 from .index import MISSING, SourceIndex, index_of
-from .modules import ModuleInfo, Modules, dotted, modules_for, param_names
+from .modules import ModuleInfo, Modules, dotted, freeze_parsed, modules_for, param_names
 from .scope import Env, Scope, Thunk, const
 from .values import Members, Partial, Unknown, has_unknown, render, truth, unknown
 
@@ -42,6 +43,7 @@ __all__ = [
     "constant",
     "constant_named",
     "dotted",
+    "freeze_parsed",
     "has_unknown",
     "index_of",
     "modules_for",

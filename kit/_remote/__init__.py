@@ -8,7 +8,8 @@ with ``python -c`` (or, for the helper, over the helper's stdin) and reads the a
 
 - ``helper.py``: the persistent helper behind every Host (``kit.hosts``).
 - ``locate.py``: where a package is installed and which version it is.
-- ``processes.py``: the SGLang server processes in ``/proc`` (``kit.target.discover``).
+- ``processes.py``: the SGLang server processes in ``/proc`` (``kit.target.discover``), and with
+  ``prefetch`` what is read next about each (log head and tail, ``/server_info``, probe answers).
 - ``inventory.py``: OS, CPUs, memory and GPUs (``kit.target.inventory``).
 - ``lab_agent.py``: prepares, starts and stops the lab on its host (``kit.lab``), and restarts a
   server with new flags when a person asks (``kit.investigation.relaunch``).

@@ -6,8 +6,16 @@ variables worth reporting), ``secret_pattern`` (the regular expression of kit/_s
 that marks a variable's value as secret; older callers send ``secret``, a list of words)
 and ``locate`` (the text of the locate script, run with each server's own interpreter
 to find the package it imports). Standard library only; compatible with Python 3.6.
+
+With ``prefetch`` (``{"head": N, "tail": N, "server_info": SECONDS, "probes": true}``), each
+server also carries what a diagnosis reads next, so it costs no further round trip: the
+output of ``head -n N`` and ``tail -n N`` of its log, the body of ``GET /server_info`` (asked
+on the host, at the address the server listens on), and for the hardware probes ``uname -m``
+and the text of its torch's ``cpu/__init__.py`` (None when it cannot be read). Bytes travel as base64; whatever fails is
+left out, and the kit then asks for it the usual way.
 """
 
+import base64
 import json
 import os
 import re
@@ -172,6 +180,59 @@ def servers(request):
     return found
 
 
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def command_output(argv):
+    """stdout of a command as base64 (whatever its exit status, as the kit reads it), or None."""
+    try:
+        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return b64(res.stdout)
+
+
+def http_body(url, timeout):
+    """The body of a 200 answer to GET url, as base64, or None."""
+    try:
+        from urllib.request import urlopen
+
+        resp = urlopen(url, timeout=timeout)
+        try:
+            return b64(resp.read()) if resp.getcode() == 200 else None
+        finally:
+            resp.close()
+    except Exception:  # noqa: BLE001 - any failure: the kit asks again through its own URL
+        return None
+
+
+def prefetched(server, want):
+    """What the kit reads next about one server, fetched in this same round trip."""
+    out = {}
+    log = server["log_path"]
+    for name in ("head", "tail"):
+        lines = want.get(name)
+        if log and isinstance(lines, int) and lines > 0:
+            found = command_output([name, "-n", str(lines), log])
+            if found is not None:
+                out[name] = [lines, found]
+    timeout = want.get("server_info")
+    if timeout:
+        bind = server["bind_host"]
+        address = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+        address = "[%s]" % address if ":" in address else address
+        body = http_body("http://%s:%d/server_info" % (address, server["port"]), float(timeout))
+        if body is not None:
+            out["server_info"] = body
+    if want.get("probes") and server["sglang_dir"]:
+        path = os.path.join(os.path.dirname(server["sglang_dir"].rstrip("/")), "torch", "cpu", "__init__.py")
+        text = read(path)  # None: not readable here either, so the kit does not ask again
+        out["torch_cpu"] = [path, b64(text) if text is not None else None]
+    return out
+
+
 def children_of(pid, processes):
     """The direct children of pid (sglang's scheduler and detokenizer rename themselves, with no arguments)."""
     out = []
@@ -184,7 +245,18 @@ def children_of(pid, processes):
 
 def main():
     request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    print(MARKER + json.dumps({"servers": servers(request)}))
+    found = servers(request)
+    answer = {"servers": found}
+    want = request.get("prefetch")
+    if isinstance(want, dict):
+        for server in found:
+            server["prefetched"] = prefetched(server, want)
+        if want.get("probes"):
+            try:
+                answer["machine"] = os.uname()[4]
+            except (AttributeError, OSError):
+                pass
+    print(MARKER + json.dumps(answer))
 
 
 if __name__ == "__main__":

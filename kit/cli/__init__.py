@@ -12,6 +12,7 @@ this is the only place in ``kit/`` that builds the command line.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -85,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         getattr(parsed, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     parsed.cmd = rest
     func: Callable = parsed.func
+    from kit._pysource import freeze_parsed
+
+    # Parsed source trees need no cyclic collection while one command runs. Undone on the way out,
+    # so a caller that runs main() inside its own process (a notebook, a test) keeps a normal collector.
+    freeze_parsed()
     try:
         code = int(func(parsed) or 0)
         sys.stdout.flush()
@@ -97,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("sgl-kit: interrupted\n")
         return 130
+    finally:
+        freeze_parsed(False)
+        gc.unfreeze()
 
 
 def _pipe_closed() -> int:

@@ -211,7 +211,8 @@ def cmd_args_show(args) -> int:
 def _find(host, args, lab: bool):
     from kit.target import resolve_server
 
-    return resolve_server(host, "lab" if lab else None, pid=args.pid, port=args.port)
+    # /server_info comes back with discovery: one round trip for both
+    return resolve_server(host, "lab" if lab else None, pid=args.pid, port=args.port, prefetch={"server_info": 10.0})
 
 
 def _args_text(server, snapshot, frame, total: int, args) -> str:

@@ -51,7 +51,7 @@ def cmd_why(args) -> int:
     if args.dryrun:
         return dryrun.cmd_why_dryrun(args)
     with host_for(args) as host:
-        server = server_for(host, args)
+        server = server_for(host, args, prefetch={"probes": True})  # the host's answers, with discovery
         tree = tree_for(host, args)
         server = server or getattr(args, "server", None)
         if host.name != "local" and not args.no_snapshot:

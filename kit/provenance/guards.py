@@ -118,6 +118,18 @@ def _bindings(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Evalu
     if ev is None or calls is None or start is None:
         return None
     func = chain[start]
+    # Once per function and evaluator: every write in it shares the bindings (memoized thunks, which
+    # replay their notes), so the walks of its writes start from one environment (_Walk.run).
+    memo = _memo(ev, "bindings")
+    hit = memo.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    found = _bind(module, func, parents, ev, calls)
+    memo[id(func)] = (func, found)
+    return found
+
+
+def _bind(module: ModuleInfo, func: ast.AST, parents: dict, ev: Evaluator, calls):
     sites = [(fn, stmt) for fn, stmt in calls(module).get(func.name, ()) if fn is not func]
     if len(sites) != 1:
         return None
@@ -143,8 +155,7 @@ def _caller_walk(module: ModuleInfo, stmt: ast.stmt, parents: dict, ev: Evaluato
     """The walk down to a calling statement, done once per evaluator: every write reached through
     the same call (22 sites under one ``self._handle_x()``) shares it. The environment is persistent
     (each step makes a new Env of memoized thunks), so sharing it changes no value."""
-    scratch = getattr(ev, "scratch", None)
-    memo = scratch.setdefault("caller_walks", {}) if isinstance(scratch, dict) else {}  # {id(stmt): (stmt, walk)}
+    memo = _memo(ev, "caller_walks")  # {id(stmt): (stmt, walk)}
     hit = memo.get(id(stmt))
     if hit is not None and hit[0] is stmt:
         return hit[1]
@@ -152,6 +163,12 @@ def _caller_walk(module: ModuleInfo, stmt: ast.stmt, parents: dict, ev: Evaluato
     walk.run()
     memo[id(stmt)] = (stmt, walk)
     return walk
+
+
+def _memo(ev: Evaluator | None, name: str) -> dict:
+    """A cache of the walks' work that lives as long as the evaluator (its ``scratch``)."""
+    scratch = getattr(ev, "scratch", None)
+    return scratch.setdefault(name, {}) if isinstance(scratch, dict) else {}
 
 
 def _called_name(call: ast.Call) -> str | None:
@@ -250,11 +267,22 @@ class _Walk:
         if start is None:
             return
         func, cls = self.chain[start], _enclosing_class(self.chain[:start])
-        self.env = self.ev.initial_env(self.module, func, cls) if self.ev else None
-        if self.env is not None:
-            self.env.vars.update(self.bindings)
+        self.env = self._start_env(func, cls) if self.ev else None
         for parent, child in zip(self.chain[start:], self.chain[start + 1 :], strict=False):
             self._enter(parent, child)
+
+    def _start_env(self, func: ast.AST, cls: ast.ClassDef | None) -> Env:
+        """The function's environment on entry, one per function, bindings and evaluator: the walks
+        to its writes share it, so each statement before them is stepped once (``_enter``)."""
+        memo = _memo(self.ev, "start_envs")
+        key = (id(func), id(self.bindings) if self.bindings else None)
+        hit = memo.get(key)
+        if hit is not None and hit[0] is func and hit[1] is (self.bindings or None):
+            return hit[2]
+        env = self.ev.initial_env(self.module, func, cls)
+        env.vars.update(self.bindings)
+        memo[key] = (func, self.bindings or None, env)
+        return env
 
     def _outer_function(self) -> int | None:
         for i, node in enumerate(self.chain):
@@ -272,8 +300,26 @@ class _Walk:
         self._entry_guard(parent, child, block)
         if block is not None:
             for sibling in block[: _index(block, child)]:
-                self._sink.extend(self._exit_guards(sibling))
-                self._step(sibling)
+                self._pass(sibling)
+
+    def _pass(self, stmt: ast.stmt) -> None:
+        """Step over a statement before the write: its early-return guards, then its effect. The
+        environments are persistent, so one step from one environment is shared by every walk
+        that takes it (22 writes in one function step its first statements once)."""
+        memo = _memo(self.ev, "steps") if self.env is not None else {}
+        key = (id(stmt), id(self.env))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is stmt and hit[1] is self.env:
+            guards, after = hit[2], hit[3]
+        else:
+            before = self.env
+            guards = self._exit_guards(stmt)
+            self._step(stmt)
+            after = self.env
+            if before is not None:
+                memo[key] = (stmt, before, guards, after)
+        self._sink.extend(guards)
+        self.env = after
 
     def _step(self, stmt: ast.stmt) -> None:
         if self.ev is not None and self.env is not None:

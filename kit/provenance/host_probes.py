@@ -10,12 +10,15 @@ leaves it cannot know from the source alone come from the host:
 - ``torch.cpu.is_available``: the definition in the server's own torch
   (``site-packages/torch/cpu/__init__.py``), taken only when its body is a constant ``return``.
 
-Anything not readable stays unanswered, so the probe stays unknown.
+Anything not readable stays unanswered, so the probe stays unknown. A server found with
+``discover(host, prefetch=True)`` brought both with it (the same ``uname -m`` machine and file text),
+so they cost no round trip then.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
 import contextlib
 import posixpath
 
@@ -30,15 +33,26 @@ def host_probes(server) -> dict:
     if host is None:
         return {}
     out: dict = {}
+    prefetched = getattr(server, "prefetched", None) or {}
     with contextlib.suppress(KitError, OSError):
-        res = host.run(["uname", "-m"], timeout=15)
-        machine = res.stdout.strip()
-        if res.ok and machine:
+        if isinstance(prefetched.get("machine"), str):
+            machine, ok = prefetched["machine"].strip(), True
+        else:
+            res = host.run(["uname", "-m"], timeout=15)
+            machine, ok = res.stdout.strip(), res.ok
+        if ok and machine:
             out["platform.machine"] = machine
     if server.sglang_dir:
         path = posixpath.join(posixpath.dirname(server.sglang_dir.rstrip("/")), "torch", "cpu", "__init__.py")
         with contextlib.suppress(KitError, OSError, SyntaxError, ValueError):
-            value = _constant_return(host.read_text(path), "is_available")
+            fetched = prefetched.get("torch_cpu")
+            if fetched and fetched[0] == path:
+                if fetched[1] is None:
+                    raise OSError(f"{path} is not readable on {host.name}")
+                text = base64.b64decode(fetched[1]).decode("utf-8", errors="replace")
+            else:
+                text = host.read_text(path)
+            value = _constant_return(text, "is_available")
             if isinstance(value, bool):
                 out["torch.cpu.is_available"] = value
     return out
