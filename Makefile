@@ -16,6 +16,9 @@ PYTEST_ARGS ?=
 # CI runs the tests in one fixed random order (pytest-randomly's seed), so its outcome never
 # depends on a lucky draw; elsewhere every run shuffles. Property tests: tests/conftest.py.
 CI_SEED := $(if $(filter true 1 yes,$(CI)),--randomly-seed=20261201,)
+# pytest-xdist is installed but not the default: its loadgroup grouping (tests/conftest.py marks the tests
+# that share an expensive fixture) is ignored under pytest 9.2. To try it: make test TEST_WORKERS="-n 2 --dist loadgroup".
+TEST_WORKERS ?=
 
 # apt must never wait for an answer: CI has no stdin.
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
@@ -102,7 +105,7 @@ lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
 
 test: venv ssh-tools browser-tools prometheus-tools lint
-	$(BIN)/python -m pytest $(CI_SEED) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(TEST_WORKERS) $(CI_SEED) $(PYTEST_ARGS)
 
 demo: venv
 	$(BIN)/python -m kit.demo

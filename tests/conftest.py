@@ -6,10 +6,16 @@
 - ``sglang_source``: the package directory of real sglang source for a pinned version.
 - ``_dryrun_workers`` (automatic): warm dry-run workers started by any test live in a
   temporary run directory and are stopped at the end of the session.
+
+With pytest-xdist (``-n 2 --dist loadgroup``, what ``make test`` runs) each worker is a session
+of its own, so ``pytest_collection_modifyitems`` below keeps the tests that share an expensive
+fixture on one worker (an ``xdist_group`` mark, added here so no test has to remember it).
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 import pwd
 import re
@@ -24,6 +30,10 @@ from pathlib import Path
 
 import hypothesis
 import pytest
+
+# The real sglang server is a session fixture of this conftest, not of each module that uses it:
+# a fixture imported into several test modules would be one instance per module (one server each).
+from _real_server_support import real_server  # noqa: F401
 
 SSHD = "/usr/sbin/sshd"
 LOOPBACK = "127.0.0.1"
@@ -455,3 +465,118 @@ hypothesis.settings.register_profile(
 )
 hypothesis.settings.register_profile("dev", print_blob=True)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _in_ci() else "dev"))
+
+
+# pytest-xdist: tests that share a fixture wider than one test run on the same worker, so the
+# fixture is set up once. The session fixtures of this suite named in _PER_WORKER are cheap to have
+# once per worker (an sshd, unpacked sources, the dry-run environments under their build locks);
+# every other session fixture defined here (the real sglang server: a minute to start, 2.4 GB of
+# environment; any server a module adds later) puts its tests in one group, "session-servers", on
+# one worker. A module- or class-scoped fixture (a lab, a notebook run, a Prometheus) keeps its
+# module's users together. Tests using only function-scoped fixtures are spread freely.
+_PER_WORKER = {"sshd_factory", "sshd", "sshd_other_hostkey", "sglang_source", "_dryrun_workers", "env_0511"}
+_MODULE_SCOPES = {"module", "class", "package"}
+_TESTS = Path(__file__).resolve().parent
+
+
+def _defined_here(fixturedef) -> bool:
+    try:
+        return Path(inspect.getsourcefile(fixturedef.func) or "").resolve().is_relative_to(_TESTS)
+    except TypeError:
+        return False
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    module_scoped = False
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if not defs:
+            continue
+        scope = defs[-1].scope
+        if scope == "session" and name not in _PER_WORKER and _defined_here(defs[-1]):
+            return "session-servers"
+        module_scoped = module_scoped or scope in _MODULE_SCOPES
+    return item.nodeid.split("::")[0] if module_scoped else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        import tempfile
+
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="sgl-kit-xdist-groups-")  # the workers inherit it
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and os.environ.get(GROUPS_ENV):
+        shutil.rmtree(os.environ.pop(GROUPS_ENV), ignore_errors=True)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist, fill the kit cache's shared downloads once, before the workers start.
+
+    Every worker's first lab fetches the sglang wheel into ``<cache>/wheels`` and the source reads
+    unpack it into ``<cache>/trees``; an SSH lab also builds the kit's wheel in ``<cache>/lab-wheels``.
+    None of these takes a lock (one process at a time is their normal case), so on a fresh machine
+    two workers would write the same files at once. After this they find them done. Failures are
+    left to the tests that need the files, which say what went wrong.
+    """
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from kit._paths import tree_dir
+    from kit._wheels import install_package_source
+    from kit.lab.control import SGLANG_VERSION
+    from kit.lab.packaging import kit_wheel
+
+    for step in (lambda: install_package_source("sglang", SGLANG_VERSION,
+                                                prefix=str(tree_dir("sglang", SGLANG_VERSION))), kit_wheel):
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - the tests that need it report it
+            print(f"conftest: could not prepare the kit cache before the workers start: {exc}")
+
+
+# xdist's own loadgroup passes a group to its scheduler by appending "@group" to the node id, which
+# pytest 9.2's structured node ids ignore (pytest-xdist issue 1386): the groups would silently not
+# group. So each worker writes its {node id: group} table to GROUPS_ENV's directory, and the
+# scheduler below, which starts once every worker has collected, reads it.
+GROUPS_ENV = "SGL_KIT_TEST_XDIST_GROUPS"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    table = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (group := _xdist_group(item)):
+            item.add_marker(pytest.mark.xdist_group(group))
+        mark = item.get_closest_marker("xdist_group")
+        if mark is not None:
+            table[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and os.environ.get(GROUPS_ENV):
+        path = Path(os.environ[GROUPS_ENV]) / f"{worker['workerid']}.json"
+        path.write_text(json.dumps(table))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadgroup" or not os.environ.get(GROUPS_ENV):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """Like xdist's loadgroup: a group is one unit of work, every other test a unit of its own."""
+
+        groups: dict[str, str] = {}
+
+        def schedule(self) -> None:
+            for path in sorted(Path(os.environ[GROUPS_ENV]).glob("*.json")):
+                self.groups.update(json.loads(path.read_text()))
+            super().schedule()
+
+        def _split_scope(self, nodeid: str) -> str:
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)

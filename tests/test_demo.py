@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def _demo(*args: str, columns: int = 80) -> str:
     env = {**os.environ, "COLUMNS": str(columns)}
@@ -18,8 +20,14 @@ def _demo(*args: str, columns: int = 80) -> str:
     return proc.stdout
 
 
-def test_demo_marks_rule_8_and_reports_it_fired():
-    out = _demo()
+@pytest.fixture(scope="module")
+def at_80_columns() -> str:
+    """`python -m kit.demo source` at 80 columns, run once: the two tests below read the same output."""
+    return _demo(columns=80)
+
+
+def test_demo_marks_rule_8_and_reports_it_fired(at_80_columns):
+    out = at_80_columns
     assert "1228-1230: rule 8: Multimodal / VLM models" in out
     assert "if self.get_model_config().is_multimodal:" in out
     assert "1 fired" in out and "server_args.py:1230" in out
@@ -30,8 +38,8 @@ def test_demo_marks_rule_8_and_reports_it_fired():
             "\"requires at least one encoder urls to be set via --encoder-urls\").") in out
 
 
-def test_demo_at_80_columns_cuts_no_command_or_line_number():
-    out = _demo(columns=80)
+def test_demo_at_80_columns_cuts_no_command_or_line_number(at_80_columns):
+    out = at_80_columns
     made_by = [line for line in out.splitlines() if line.strip().startswith("sgl-kit dryrun ")]
     assert len(made_by) == 1 and made_by[0].rstrip().endswith("--speculative-num-draft-tokens 2")
     assert "..." not in made_by[0]

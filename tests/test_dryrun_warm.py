@@ -150,16 +150,18 @@ def test_a_hung_worker_is_stopped_after_the_timeout_and_the_call_runs_cold(run_d
     os.kill(worker.pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
-        result = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB, timeout=15)
+        # A short wait for the worker (the product's default is the whole `timeout`); the cold run
+        # that replaces it keeps the default timeout, so a busy machine does not fail it.
+        result = dryrun.dry_run(NEW, model=MODEL, tp=2, **LAB, warm_timeout=2)
         seconds = time.monotonic() - started
     finally:
         if _pid_alive(worker.pid):
             os.kill(worker.pid, signal.SIGCONT)
     assert not result.warm
     (note,) = result.notes
-    assert "did not answer within 15s" in note and "was stopped" in note
+    assert "did not answer within 2s" in note and "was stopped" in note
     assert _comparable(result) == _comparable(warm)
-    assert seconds < 15 + 60 and not _pid_alive(worker.pid)
+    assert seconds < 2 + 60 and not _pid_alive(worker.pid)
 
 
 # --------------------------------------------------------------------------- the command line

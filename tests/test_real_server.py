@@ -15,7 +15,6 @@ import urllib.request
 import pytest
 from _lab_support import free_port
 from _real_server_support import START_TIMEOUT, stop_everything
-from _real_server_support import real_server as real_server  # noqa: F401 (the session fixture)
 
 from kit.errors import LabError, UnsupportedVersion
 from kit.hosts import LocalHost

@@ -48,6 +48,7 @@ def dry_run(
     install: bool = False,
     timeout: float = 300.0,
     warm: bool | None = None,
+    warm_timeout: float | None = None,
 ) -> DryRunResult:
     """Resolve one launch's effective server args with the real sglang code, on this CPU-only machine.
 
@@ -62,11 +63,11 @@ def dry_run(
     `warm` (default: on, unless `$SGL_KIT_DRYRUN_WARM=0`) sends the launch to the version's
     warm worker, which keeps sglang imported between calls (see kit/dryrun/_worker.py);
     `warm=False` runs a new process that imports sglang (a cold run). Both give the same
-    result; a worker that fails or runs past `timeout` is replaced by a cold run, and the
-    result's `notes` say so.
+    result; a worker that fails or runs past `warm_timeout` (default: `timeout`) is replaced by
+    a cold run, which has `timeout` of its own, and the result's `notes` say so.
     """
     return dry_run_many([flags], model=model, gpu=gpu, tp=tp, sglang=sglang, env=env,
-                        install=install, timeout=timeout, warm=warm)[0]
+                        install=install, timeout=timeout, warm=warm, warm_timeout=warm_timeout)[0]
 
 
 def dry_run_many(
@@ -80,6 +81,7 @@ def dry_run_many(
     install: bool = False,
     timeout: float = 300.0,
     warm: bool | None = None,
+    warm_timeout: float | None = None,
 ) -> list[DryRunResult]:
     """`dry_run` for several launches of the same model and GPUs, paying sglang's import once (or never,
     when the warm worker has it imported already)."""
@@ -100,7 +102,8 @@ def dry_run_many(
         reply = None
         if _worker.warm_enabled(warm):
             try:
-                reply = _worker.call(runtime, variables, request, timeout=timeout)
+                reply = _worker.call(runtime, variables, request,
+                                     timeout=timeout if warm_timeout is None else warm_timeout)
                 used_worker = True
             except _worker.WorkerUnavailable as exc:
                 notes.append(exc.note)
