@@ -50,7 +50,9 @@ def test_the_doctor_finds_p2p_missing_and_models_it_and_the_fix_makes_decode_fas
     assert fixed.vs_previous.verdict == "improved" and fixed.vs_previous.ci_low > 0
     # The as-found run came after the measurement above, with the same prompts: without the cache flush
     # before each run it would read a warm prefix cache and the relaunched step a cold one (+80%).
-    assert fixed.ttft_vs_previous.verdict != "regressed" and abs(fixed.ttft_vs_previous.rel_diff) < 0.05
+    # Within 5%: a few percent of CPU noise between two runs can be significant for the bootstrap
+    # (+2.9%, CI [+0.2, +4.8] was seen once), so the verdict itself is not asserted.
+    assert abs(fixed.ttft_vs_previous.rel_diff) < 0.05, fixed.ttft_vs_previous
     after = resolve_server(host, "lab")
     assert after.env.get("SGL_KIT_LAB_MACHINE") == "p2p-unavailable"
     again = doctor("lab", host=host)
