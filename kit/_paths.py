@@ -4,7 +4,7 @@ Everything lives under one cache directory, so ``rm -r`` of it forgets all of it
 ``wheels/`` (downloaded wheels), ``trees/`` (unpacked sglang sources), ``dryrun/``
 (per-version virtualenvs), ``snapshots/`` (copies of remote trees), ``lab/`` (the lab's
 directory), ``lab-wheels/`` (what a remote lab host needs), ``index/`` (the persistent index of
-each sglang tree read, ``kit/_pysource/index.py``) and ``runs/`` (this user's run files: benchmark
+each sglang tree read, ``kit/_index.py``) and ``runs/`` (this user's run files: benchmark
 JSONL, baseline launch scripts; private to the user).
 """
 

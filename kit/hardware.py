@@ -494,9 +494,9 @@ def _table() -> tuple[dict[str, GpuProfile], dict[str, str], dict[str, str]]:
 
     A spelling two entries share is an error: every name belongs to one GPU.
     """
-    import yaml
+    from kit._data import load_yaml
 
-    data = yaml.safe_load(GPUS_FILE.read_text())
+    data = load_yaml(GPUS_FILE)
     defaults = data.get("defaults") or {}
     profiles = {str(key): _entry(str(key), entry, defaults) for key, entry in (data.get("gpus") or {}).items()}
     printed: dict[str, str] = {}

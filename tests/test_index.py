@@ -1,4 +1,4 @@
-"""kit._pysource.index: the persistent index of an sglang tree gives the same answers, faster.
+"""kit._index: the persistent index of an sglang tree gives the same answers, faster.
 
 Every answer is computed twice on real sglang 0.5.11 and 0.5.23 trees, with the index off
 (``SGL_KIT_INDEX=0``) and on (cold: an empty cache; warm: read back from the file), and the JSON
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kit._pysource import index as index_mod
+from kit import _index as index_mod
 from kit._pysource import index_of, modules_for
 from kit.hosts import LocalHost
 from kit.provenance import CUDA_PROBES, explain

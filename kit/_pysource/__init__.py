@@ -12,7 +12,8 @@ becomes ``Unknown`` with a reason an engineer can act on.
 - ``class_fields(...)``: dataclass fields, inherited ones first;
 - ``Evaluator``: guards against server args, defaults and config.json;
 - ``constant(...)``: the value of a constant expression, or NotConstant;
-- ``index_of(modules)``: the persistent index of a tree (``index.py``), facts kept between runs.
+- ``index_of(modules)``: the persistent index of a tree (``index.py``), facts kept between runs;
+  with it, a module's functions are parsed when first looked into (``skeleton.py``, ``is_deferred``).
 """
 
 from .environment import Environment
@@ -21,6 +22,7 @@ from .fields import built_attribute, class_fields
 from .index import MISSING, SourceIndex, index_of
 from .modules import ModuleInfo, Modules, dotted, freeze_parsed, modules_for, param_names
 from .scope import Env, Scope, Thunk, const
+from .skeleton import is_deferred
 from .values import Members, Partial, Unknown, has_unknown, render, truth, unknown
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "freeze_parsed",
     "has_unknown",
     "index_of",
+    "is_deferred",
     "modules_for",
     "param_names",
     "plain_constant",

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 
 from kit.errors import KitError, SourceFileNotFound
 
+from .index import MISSING, index_of
+from .skeleton import deferred_defs, skeleton
+
 __all__ = ["ModuleInfo", "Modules", "bound_names", "constructor_return", "dotted", "freeze_parsed", "method_named",
            "modules_for", "param_default", "param_names", "parse", "short"]
 
@@ -205,12 +208,26 @@ class Modules:
     def _load(self, path: str) -> ModuleInfo | None:
         try:
             text = self.text(path)
-            tree = parse(text)
+            tree = self._parse(path, text)
         except (KitError, OSError, SyntaxError, ValueError):
             return None
         stem = path[: -len("/__init__.py")] if path.endswith("/__init__.py") else path[: -len(".py")]
         mod_dotted = ".".join([self.package, *stem.split("/")])
         return ModuleInfo(path, f"{self.package}/{path}", mod_dotted, text, tree, text.split("\n"))
+
+    def _parse(self, path: str, text: str) -> ast.Module:
+        """The module's tree: whole, or, when the persistent index knows where its functions are, a
+        skeleton whose functions are parsed when first looked into (see kit._pysource.skeleton)."""
+        index = index_of(self)
+        stored = index.get("skeleton", path) if index is not None else MISSING
+        if stored is not MISSING:
+            made = skeleton(text, stored, parse)
+            if made is not None:
+                return made
+        tree = parse(text)
+        if index is not None:
+            index.put("skeleton", path, deferred_defs(tree, text))
+        return tree
 
     def find(self, mod_dotted: str) -> ModuleInfo | None:
         head, _, rest = mod_dotted.partition(".")

@@ -188,7 +188,7 @@ def _read_text(found, tree) -> str:
 
 
 def cmd_args_show(args) -> int:
-    from kit.server_args import classify_server, effective_args
+    from kit.server_args import CLASSIFY_COLUMNS, classify_server_rows, effective_args
     from kit.source import SourceTree
     from kit.target import parse_target
 
@@ -198,13 +198,13 @@ def cmd_args_show(args) -> int:
         if host.name != "local":
             tree = tree.snapshot()
         snapshot = effective_args(server)
-        frame = classify_server(server, tree, snapshot)
-    shown = frame if args.all else frame[frame["origin"] != "default"]
+        rows = [dict(zip(CLASSIFY_COLUMNS, row, strict=True)) for row in classify_server_rows(server, tree, snapshot)]
+    shown = rows if args.all else [row for row in rows if row["origin"] != "default"]
     if args.json:
-        rows = [{k: plain(v) for k, v in row.items()} for row in shown.to_dict(orient="records")]
-        emit_json({"server": server.to_dict(), "source": snapshot.source, "fields": rows})
+        emit_json({"server": server.to_dict(), "source": snapshot.source,
+                   "fields": [{k: plain(v) for k, v in row.items()} for row in shown]})
         return 0
-    sys.stdout.write(_args_text(server, snapshot, shown, len(frame), args))
+    sys.stdout.write(_args_text(server, snapshot, shown, len(rows), args))
     return 0
 
 
@@ -215,7 +215,7 @@ def _find(host, args, lab: bool):
     return resolve_server(host, "lab" if lab else None, pid=args.pid, port=args.port, prefetch={"server_info": 10.0})
 
 
-def _args_text(server, snapshot, frame, total: int, args) -> str:
+def _args_text(server, snapshot, frame: list[dict], total: int, args) -> str:
     everything = args.all
     where = (server.url if server.host is None or server.host.name == "local" else
              f"{server.bind_host}:{server.port} there (from here: sgl-kit forward {args.target} --port {server.port})")
@@ -225,12 +225,11 @@ def _args_text(server, snapshot, frame, total: int, args) -> str:
             f"table of {server.sglang_dir}; defaults from that source",
             f"{len(frame)} of {total} fields shown" + ("" if everything else " (those not at their default; --all "
                                                           "for every field)"), ""]
-    if frame.empty:
+    if not frame:
         return "\n".join(head) + "every field is at its default\n"
     columns = ["flag", "default", "cli", "effective", "origin"]
-    cells = [[str(plain(v)) if plain(v) is not None else "-" for v in row]
-             for row in frame[columns].itertuples(index=False)]
-    for cell, whose in zip(cells, frame["default_from"], strict=True):
+    cells = [[str(plain(row[c])) if plain(row[c]) is not None else "-" for c in columns] for row in frame]
+    for cell, whose in zip(cells, (row["default_from"] for row in frame), strict=True):
         if cell[4] == "default" and whose:
             cell[4] = f"default ({whose})"
     widths = [min(48, max(len(c[i]) for c in cells + [columns])) for i in range(5)]

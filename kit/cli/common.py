@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -210,14 +211,16 @@ def emit_json(obj) -> None:
 
 
 def plain(value):
-    """A table cell as JSON-safe data: NA becomes None, objects their text."""
-    import pandas as pd
-
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
+    """A table cell as JSON-safe data: NA (and NaN) becomes None, objects their text."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    pd = sys.modules.get("pandas")  # a cell of a table: pandas' own NA, NaT; never imported for a plain value
+    if pd is not None:
+        try:
+            if pd.isna(value):
+                return None
+        except (TypeError, ValueError):
+            pass
     return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
 
 

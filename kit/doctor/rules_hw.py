@@ -160,9 +160,9 @@ _ALLREDUCE = Path(__file__).resolve().parent.parent / "data" / "allreduce.yaml"
 @lru_cache(maxsize=1)
 def allreduce_latency() -> dict:
     """kit/data/allreduce.yaml: public small all-reduce latencies, NCCL against the custom kernel."""
-    import yaml
+    from kit._data import load_yaml
 
-    return dict(yaml.safe_load(_ALLREDUCE.read_text()))
+    return dict(load_yaml(_ALLREDUCE))
 
 
 def _custom_ar_impact(case: Case, why: str) -> Impact:
@@ -270,9 +270,9 @@ rule(Rule(
 @lru_cache(maxsize=1)
 def regressions() -> list[dict]:
     """kit/data/regressions.yaml: releases with a known slowdown, each with its public source."""
-    import yaml
+    from kit._data import load_yaml
 
-    return list(yaml.safe_load(_REGRESSIONS.read_text()).get("regressions") or [])
+    return list(load_yaml(_REGRESSIONS).get("regressions") or [])
 
 
 def _matching(case: Case) -> list[dict]:

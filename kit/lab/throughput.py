@@ -58,12 +58,15 @@ def load_scenario(name_or_path: str | None = None) -> Scenario:
     """A scenario by name (``incident``), by path, or from ``$SGL_KIT_LAB_SCENARIO``."""
     import yaml
 
+    from kit._data import load_yaml
+
     spec = name_or_path or os.environ.get(SCENARIO_ENV) or DEFAULT_SCENARIO
     path = Path(spec) if spec.endswith((".yaml", ".yml", ".json")) else _SCENARIOS / f"{spec}.yaml"
     if not path.is_file():
         raise KitError(f"no lab scenario {spec!r} (looked for {path})",
                        hint=f"use one of {', '.join(scenario_names())}, or a path to a scenario file")
-    data = yaml.safe_load(path.read_text())
+    # the kit's own scenarios with libyaml; a user's file with the loader whose errors people know
+    data = load_yaml(path) if path.parent == _SCENARIOS else yaml.safe_load(path.read_text())
     if not isinstance(data, dict) or "decode" not in data or "prefill" not in data:
         raise KitError(f"{path} is not a lab scenario: it needs `decode` and `prefill` sections",
                        hint="copy kit/data/scenarios/incident.yaml and change its numbers")

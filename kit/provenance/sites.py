@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import re
 import weakref
+from bisect import bisect_left
 from dataclasses import dataclass
 
-from kit._pysource import MISSING, ModuleInfo, Modules, index_of, modules_for
+from kit._pysource import MISSING, ModuleInfo, Modules, index_of, is_deferred, modules_for
 
 _WRITER_CALL = re.compile(r"(declare|override|resolution|replace)", re.I)
 
@@ -41,7 +42,7 @@ class TreeIndex:
         return self._candidates[key]
 
     def stored(self, section: str, key: str, compute, check=lambda found: True):
-        """A fact of the tree from its persistent index (kit._pysource.index), computed and stored once;
+        """A fact of the tree from its persistent index (kit._index), computed and stored once;
         a stored value that fails ``check`` (a hand-edited file) is computed again."""
         index = index_of(self.modules)
         found = index.get(section, key) if index is not None else MISSING
@@ -109,20 +110,49 @@ def _is_setters(found) -> bool:
         and all(i is None or type(i) is int for i in spec) for name, spec in found.items())
 
 
+class _StatementParents(dict):
+    """{id(statement): its parent} for every statement, handler and case: what ``ast.walk`` would give
+    them, for a tenth of the cost (statements never sit inside expressions). A function not parsed yet
+    (kit._pysource.skeleton) is not looked into: its statements are added once it has been parsed and
+    one of them is asked after (a statement of it can only be known by reading its body)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        super().__init__()
+        self._deferred: list[ast.AST] = []
+        self._fill(tree)
+
+    def _fill(self, root: ast.AST) -> None:
+        todo: list[ast.AST] = [root]
+        while todo:
+            node = todo.pop()
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                block = getattr(node, name, None)
+                if isinstance(block, list):
+                    for child in block:
+                        self[id(child)] = node
+                        (self._deferred if is_deferred(child) else todo).append(child)
+
+    def _more(self) -> bool:
+        """Add the statements of the deferred functions parsed since; whether there were any."""
+        parsed = [node for node in self._deferred if not is_deferred(node)]
+        if not parsed:
+            return False
+        self._deferred = [node for node in self._deferred if is_deferred(node)]
+        for node in parsed:
+            self._fill(node)
+        return True
+
+    def __contains__(self, key) -> bool:
+        return dict.__contains__(self, key) or (self._more() and dict.__contains__(self, key))
+
+    def __missing__(self, key):
+        if self._more() and dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+
 def _statement_parents(tree: ast.Module) -> dict[int, ast.AST]:
-    """The parent of every statement, handler and case: what ``ast.walk`` would give them, for a tenth of
-    the cost (statements never sit inside expressions)."""
-    out: dict[int, ast.AST] = {}
-    todo: list[ast.AST] = [tree]
-    while todo:
-        node = todo.pop()
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            block = getattr(node, name, None)
-            if isinstance(block, list):
-                for child in block:
-                    out[id(child)] = node
-                    todo.append(child)
-    return out
+    return _StatementParents(tree)
 
 
 def _where(node: ast.AST) -> list:
@@ -134,38 +164,67 @@ def _call_positions(calls: dict[str, list[tuple[ast.AST, ast.AST]]]) -> dict[str
     return {name: [[*_where(fn), *_where(stmt)] for fn, stmt in pairs] for name, pairs in calls.items()}
 
 
-def _calls_at(module: ModuleInfo, stored) -> dict[str, list[tuple[ast.AST, ast.AST]]] | None:
-    """_call_positions() back to the nodes of this parse; None when a position names no node."""
-    if not isinstance(stored, dict):
+def _calls_at(module: ModuleInfo, stored):
+    """_call_positions() back to the nodes of this parse, a called name at a time (a function no
+    question reaches stays unparsed); None when the stored value is not such positions."""
+    if not isinstance(stored, dict) or not all(isinstance(k, str) and isinstance(v, list) for k, v in stored.items()):
         return None
-    nodes = {}
-    for node in _statement_nodes(module.tree):
-        nodes[(type(node).__name__, node.lineno, node.col_offset)] = node
-    out: dict[str, list] = {}
-    try:
-        for name, pairs in stored.items():
-            found = out.setdefault(name, [])
-            for fn_type, fn_line, fn_col, kind, line, col in pairs:
-                fn = nodes.get((fn_type, fn_line, fn_col))
-                stmt = nodes.get((kind, line, col)) or _outside_body(fn, kind, line, col)
-                if fn is None or stmt is None:
-                    return None
-                found.append((fn, stmt))
-    except (TypeError, ValueError):
-        return None
-    return out
+    return _CallsAt(module, stored)
 
 
-def _statement_nodes(tree: ast.Module):
-    todo: list[ast.AST] = list(tree.body)
+class _CallsAt:
+    """``calls_in()`` of a module as ``.get(name, default)``, each name's nodes found from their stored
+    positions when first asked; a position that names no node in this parse falls back to reading the
+    module's calls again, once, for every name."""
+
+    def __init__(self, module: ModuleInfo, stored: dict[str, list]) -> None:
+        self._module, self._stored, self._found = module, stored, {}
+        self._whole: dict | None = None
+
+    def get(self, name: str, default=None):
+        if name not in self._stored:
+            return default
+        if name not in self._found:
+            self._found[name] = self._resolve(name)
+        return self._found[name]
+
+    def _resolve(self, name: str) -> list:
+        if self._whole is None:
+            try:
+                found = []
+                for fn_type, fn_line, fn_col, kind, line, col in self._stored[name]:
+                    fn = _node_at(self._module.tree.body, fn_type, fn_line, fn_col)
+                    stmt = _node_at(self._module.tree.body, kind, line, col) or _outside_body(fn, kind, line, col)
+                    if fn is None or stmt is None:
+                        break
+                    found.append((fn, stmt))
+                else:
+                    return found
+            except (TypeError, ValueError):
+                pass
+            self._whole = calls_in(self._module, {
+                id(child): node for node in ast.walk(self._module.tree) for child in ast.iter_child_nodes(node)})
+        return self._whole.get(name, [])
+
+
+def _node_at(body: list[ast.AST], kind: str, line: int, col: int) -> ast.stmt | None:
+    """The statement of this type that starts at (line, col), found by going down the statements
+    whose lines hold that line (so only the functions on the way are parsed)."""
+    todo = list(body)
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.stmt):
-            yield node
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            block = getattr(node, name, None)
-            if isinstance(block, list):
-                todo.extend(block)
+        if not isinstance(node, ast.stmt) and not isinstance(node, (ast.excepthandler, ast.match_case)):
+            continue
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if start is not None and end is not None and not start <= line <= end:
+            continue
+        if isinstance(node, ast.stmt) and type(node).__name__ == kind and start == line and node.col_offset == col:
+            return node
+        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, block, None)
+            if isinstance(inner, list):
+                todo.extend(inner)
+    return None
 
 
 def _outside_body(fn: ast.AST | None, kind: str, line: int, col: int) -> ast.AST | None:
@@ -233,23 +292,32 @@ def write_lines(module: ModuleInfo, parts: list[str]) -> set[int]:
 
 
 def writes_in(module: ModuleInfo, parts: list[str], setters: dict, lines: set[int]):
-    for stmt in _statements(module.tree.body):
-        end = _header_end(stmt)
-        if any(n in lines for n in range(stmt.lineno, end + 1)):
+    marked = sorted(lines)
+
+    def any_marked(first: int, last: int) -> bool:
+        at = bisect_left(marked, first)
+        return at < len(marked) and marked[at] <= last
+
+    for stmt in _statements(module.tree.body, any_marked):
+        if any_marked(stmt.lineno, _header_end(stmt)):
             yield from _writes_in_stmt(stmt, parts, setters)
 
 
-def _statements(body: list[ast.stmt]):
+def _statements(body: list[ast.stmt], any_marked):
+    """The statements of a block and of the blocks in it, but not those of a statement none of whose
+    lines is marked: nothing there can write the field (and a function not read stays unparsed)."""
     for stmt in body:
+        if not any_marked(stmt.lineno, stmt.end_lineno or stmt.lineno):
+            continue
         yield stmt
         for name in ("body", "orelse", "finalbody"):
             block = getattr(stmt, name, None)
             if isinstance(block, list):
-                yield from _statements(block)
+                yield from _statements(block, any_marked)
         for handler in getattr(stmt, "handlers", ()):
-            yield from _statements(handler.body)
+            yield from _statements(handler.body, any_marked)
         for case in getattr(stmt, "cases", ()):
-            yield from _statements(case.body)
+            yield from _statements(case.body, any_marked)
 
 
 def _header_end(stmt: ast.stmt) -> int:

@@ -25,7 +25,7 @@ flag at a time with its origin; ``paste.py`` splits a whole issue body into its 
 """
 
 from .command import parse_command, server_flags
-from .compare import classify, diff
+from .compare import CLASSIFY_COLUMNS, classify, classify_rows, diff
 from .decode_stats import DecodeStat, PrefillStat, decode_summary, parse_decode_stats, parse_prefill_stats
 from .defaults import FieldDefault, FieldDefaults, defaults
 from .flags import FlagSpec, FlagTable, cli_defaults, flag_table
@@ -44,7 +44,7 @@ from .log import (
 )
 from .markdown import strip_markdown
 from .paste import Paste, Piece, split_paste
-from .server import classify_server, effective_args, explicit_args
+from .server import classify_server, classify_server_rows, effective_args, explicit_args
 from .server_info import from_server_info
 from .snapshot import ServerArgsSnapshot
 from .values import NonLiteral, format_server_args
@@ -70,8 +70,11 @@ __all__ = [
     "LaunchSide",
     "NonLiteral",
     "ServerArgsSnapshot",
+    "CLASSIFY_COLUMNS",
     "classify",
+    "classify_rows",
     "classify_server",
+    "classify_server_rows",
     "cli_defaults",
     "decode_summary",
     "defaults",

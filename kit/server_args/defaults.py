@@ -96,7 +96,7 @@ def defaults(tree: SourceLike) -> FieldDefaults:
     cached = modules.scratch.get("defaults")
     index = index_of(modules) if cached is None else None
     stored = index.get("defaults") if index is not None else MISSING
-    if cached is None and stored is not MISSING:  # the tree's persistent index (kit._pysource.index)
+    if cached is None and stored is not MISSING:  # the tree's persistent index (kit._index)
         try:
             cached = modules.scratch["defaults"] = FieldDefaults((fd["name"], FieldDefault(**fd)) for fd in stored)
             cached.version = getattr(tree, "version", None)

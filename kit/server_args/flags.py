@@ -248,7 +248,7 @@ def flag_table(tree: SourceLike) -> FlagTable:
 
 
 def _stored_flags(modules: Modules) -> list[FlagSpec]:
-    """The specs from the tree's persistent index (kit._pysource.index), read and stored there once."""
+    """The specs from the tree's persistent index (kit._index), read and stored there once."""
     index = index_of(modules)
     stored = index.get("flags") if index is not None else MISSING
     if stored is not MISSING:

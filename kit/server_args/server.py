@@ -7,13 +7,13 @@ from typing import Any
 from kit.errors import HostError, TargetError
 
 from .command import parse_command
-from .compare import classify
+from .compare import classify, classify_rows
 from .flags import cli_defaults, flag_table
 from .log import parse_log
 from .server_info import from_server_info
 from .snapshot import ServerArgsSnapshot
 
-__all__ = ["classify_server", "effective_args", "explicit_args"]
+__all__ = ["classify_server", "classify_server_rows", "effective_args", "explicit_args"]
 
 
 def effective_args(server) -> ServerArgsSnapshot:
@@ -36,3 +36,9 @@ def classify_server(server, tree, snapshot: ServerArgsSnapshot | None = None):
     """
     snapshot = snapshot if snapshot is not None else effective_args(server)
     return classify(snapshot, explicit_args(server, tree), cli_defaults(tree))
+
+
+def classify_server_rows(server, tree, snapshot: ServerArgsSnapshot | None = None) -> list[tuple]:
+    """classify_server() as plain tuples (kit.server_args.compare.classify_rows), None for NA."""
+    snapshot = snapshot if snapshot is not None else effective_args(server)
+    return classify_rows(snapshot, explicit_args(server, tree), cli_defaults(tree))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import json
 import os
 import posixpath
 import re
@@ -29,8 +30,9 @@ from kit.errors import (
 )
 from kit.hosts import Host
 
+from kit._index import MISSING, index_for
 from .locate import locate_payload, no_interpreter, not_found, sibling_dist_info
-from .search import Definition, GrepResult, definitions, glob_regex, parse_grep
+from .search import Definition, GrepMatch, GrepResult, definitions, glob_regex, parse_grep
 from .snapshot import (
     SnapshotInfo,
     content_hash,
@@ -230,6 +232,13 @@ class SourceTree:
     ) -> GrepResult:
         """`grep -rn` on the host (ERE, or literal with fixed=True); paths relative to root."""
         _check_pattern(pattern, max_matches)
+        # Over the *.py files a fingerprint covers, the answer is the tree's own: kept in its index.
+        index = index_for(self) if glob == "*.py" else None
+        key = json.dumps([pattern, fixed, ignore_case, max_matches])
+        stored = index.get("grep", key) if index is not None else MISSING
+        if _is_grep(stored):
+            truncated, rows = stored
+            return GrepResult(pattern, [GrepMatch(*row) for row in rows], self._label, self.root, truncated)
         res = self.host.run(self._grep_argv(pattern, glob, fixed, ignore_case, max_matches), timeout=180)
         if res.exited not in (0, 1) and not res.stdout_bytes:
             hint = "the pattern is an extended regex; pass fixed=True to search for literal text"
@@ -238,6 +247,8 @@ class SourceTree:
             parse_grep(res.stdout_bytes, self.root, self._label), key=lambda m: (m.path, m.line)
         )
         errors = res.stderr.strip() if res.exited not in (0, 1) else ""
+        if index is not None and not errors:
+            index.put("grep", key, (len(matches) > max_matches, [(m.path, m.line, m.text) for m in matches[:max_matches]]))
         return GrepResult(
             pattern, matches[:max_matches], self._label, self.root, len(matches) > max_matches, errors
         )
@@ -258,6 +269,16 @@ class SourceTree:
         """
         if not isinstance(qualname, str) or not _QUALNAME.match(qualname):
             raise SourceInputError(f"not a dotted Python name: {qualname!r}")
+        index = index_for(self)
+        key = json.dumps([qualname, path])
+        stored = index.get("function", key) if index is not None else MISSING
+        if _is_place(stored):  # where the tree's index says it is: no grep, no parse
+            rel, start, end, name = stored
+            lines = split_lines(self.read_text(rel))
+            if end <= len(lines):
+                snippet = self._snippet(rel, start, end, lines[start - 1 : end], len(lines))
+                snippet.qualname = name
+                return snippet
         rels = [self.paths_of(path)[0]] if path else self._files_defining(qualname)
         texts = {rel: self.read_text(rel) for rel in rels}
         defs = {rel: definitions(text) for rel, text in texts.items()}
@@ -265,6 +286,8 @@ class SourceTree:
         lines = split_lines(texts[rel])
         snippet = self._snippet(rel, found.start, found.end, lines[found.start - 1 : found.end], len(lines))
         snippet.qualname = found.qualname
+        if index is not None:
+            index.put("function", key, (rel, found.start, found.end, found.qualname))
         return snippet
 
     def _files_defining(self, qualname: str) -> list[str]:
@@ -533,3 +556,17 @@ def _no_init(host: Host, root: str, package: str) -> PackageNotFound:
     if host.exists(inner + "/__init__.py"):
         hint = f"did you mean {inner}? pass the package directory, not site-packages"
     return PackageNotFound(f"{root} on {host.name} has no __init__.py, so it is not a package", hint=hint)
+
+
+def _is_grep(stored) -> bool:
+    """A grep answer as the index keeps it: (truncated, [(path, line, text), ...])."""
+    return (isinstance(stored, tuple) and len(stored) == 2 and isinstance(stored[0], bool)
+            and isinstance(stored[1], list) and all(
+                isinstance(r, tuple) and len(r) == 3 and isinstance(r[0], str) and type(r[1]) is int
+                and isinstance(r[2], str) for r in stored[1]))
+
+
+def _is_place(stored) -> bool:
+    """A function's place as the index keeps it: (file, first line, last line, qualname)."""
+    return (isinstance(stored, tuple) and len(stored) == 4 and isinstance(stored[0], str) and isinstance(stored[3], str)
+            and type(stored[1]) is int and type(stored[2]) is int and 1 <= stored[1] <= stored[2])
