@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kit._index import MISSING, index_for
 from kit._paths import cache_dir
 from kit._remote import run as run_script
 from kit._remote.locate import VERSION_FILES, version_in
@@ -30,7 +31,6 @@ from kit.errors import (
 )
 from kit.hosts import Host
 
-from kit._index import MISSING, index_for
 from .locate import locate_payload, no_interpreter, not_found, sibling_dist_info
 from .search import Definition, GrepMatch, GrepResult, definitions, glob_regex, parse_grep
 from .snapshot import (
