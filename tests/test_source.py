@@ -30,7 +30,7 @@ from kit.errors import (
 )
 from kit.hosts import LocalHost, SSHHost
 from kit.source import GrepMatch, SourceSnippet, SourceTree
-from kit.source.snapshot import extract
+from kit.source.snapshot import content_hash, extract, unpack
 
 RULE8 = [
     "        # 8. Multimodal / VLM models",
@@ -490,6 +490,36 @@ def test_snapshot_refuses_hostile_archives(tmp_path, member):
     with pytest.raises(SourceError, match="unexpected member"):
         extract(tmp_path / "a.tgz", tmp_path / "out", {"sglang"})
     assert not (tmp_path / "escape.py").exists()
+
+
+def _archive(members: list[tuple[str, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_an_archive_is_unpacked_and_hashed_in_one_pass_as_content_hash_reads_it(tmp_path, sglang_source):
+    root = Path(sglang_source("0.5.11")).parent
+    members = [(f"./sglang/{p.relative_to(root / 'sglang').as_posix()}", p.read_bytes())
+               for p in sorted((root / "sglang" / "srt" / "configs").rglob("*.py"))]
+    digest, count = unpack(io.BytesIO(_archive(members)), tmp_path / "out", {"sglang"})
+    assert (digest, count) == content_hash(tmp_path / "out") and count == len(members) > 20
+    assert (tmp_path / "out" / "sglang" / "srt" / "configs" / "model_config.py").read_bytes() == \
+        (root / "sglang" / "srt" / "configs" / "model_config.py").read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["twice", "cut off"])
+def test_an_archive_named_twice_or_cut_off_is_refused(tmp_path, damage):
+    members = [("sglang/a.py", b"a = 1\n"), ("sglang/b.py", b"b = 2\n" * 5000)]
+    data = _archive(members + [("sglang/a.py", b"a = 3\n")] if damage == "twice" else members)
+    if damage == "cut off":
+        data = data[: len(data) // 2]
+    with pytest.raises(SourceError, match="twice" if damage == "twice" else "not a whole gzip'd tar"):
+        unpack(io.BytesIO(data), tmp_path / "out", {"sglang"})
 
 
 # --------------------------------------------------------------------------- installing sources

@@ -15,7 +15,7 @@ from kit.errors import (
     SourceError,
 )
 
-__all__ = ['SnapshotInfo', 'content_hash', 'extract', 'install_dir', 'load_index', 'save_index', 'slug']
+__all__ = ['SnapshotInfo', 'content_hash', 'extract', 'install_dir', 'load_index', 'save_index', 'slug', 'unpack']
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -79,15 +79,53 @@ def _check_member(m: tarfile.TarInfo, allowed: set[str]) -> None:
         )
 
 
-def extract(tar_path: Path, dest: Path, allowed: set[str]) -> None:
-    with tarfile.open(tar_path, "r:gz") as tf:
-        members = tf.getmembers()
-        for m in members:
-            _check_member(m, allowed)
-        if hasattr(tarfile, "data_filter"):
-            tf.extractall(dest, members=members, filter="data")
-        else:  # pragma: no cover - Python without PEP 706; members were vetted above
-            tf.extractall(dest, members=members)  # noqa: S202
+def extract(tar_path: Path, dest: Path, allowed: set[str]) -> tuple[str, int]:
+    """Unpack a snapshot archive file into ``dest``; its content_hash() and file count."""
+    with open(tar_path, "rb") as fh:
+        return unpack(fh, dest, allowed)
+
+
+def unpack(fileobj, dest: Path, allowed: set[str]) -> tuple[str, int]:
+    """Unpack a gzip'd tar read front to back from ``fileobj`` (the archive as it arrives) into ``dest``, and
+    hash it on the way: what content_hash(dest) gives, and the number of files.
+
+    Only regular files and directories under ``allowed`` are accepted, by names with no ``..`` and no
+    leading ``/`` (anything else refuses the whole archive), and nothing but their bytes is taken: no
+    link, device, owner, mode or time is ever made from the archive, so nothing can land outside
+    ``dest``. A file named twice refuses the archive too.
+    """
+    hashes: list[tuple[PurePosixPath, bytes]] = []
+    try:
+        with tarfile.open(fileobj=fileobj, mode="r|gz") as tf:
+            for m in tf:
+                _check_member(m, allowed)
+                name = PurePosixPath(m.name[2:] if m.name.startswith("./") else m.name)
+                target = dest.joinpath(*name.parts)
+                if m.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                data = tf.extractfile(m).read()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:  # os.open, not open(): a third of the time over two thousand files
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    try:
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(fd, view):]
+                    finally:
+                        os.close(fd)
+                except FileExistsError:
+                    raise SourceError(f"snapshot archive names {m.name!r} twice; refusing it",
+                                      hint="read the tree live with SourceTree.locate() instead") from None
+                hashes.append((name, hashlib.sha256(data).digest()))
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise SourceError(f"snapshot archive is not a whole gzip'd tar: {type(exc).__name__}: {exc}",
+                          hint="the copy was cut off or the host's tar failed; retry, or read without a snapshot") from None
+    h = hashlib.sha256()
+    for name, digest in sorted(hashes):
+        h.update(name.as_posix().encode("utf-8", "surrogateescape") + b"\0")
+        h.update(digest)
+    return h.hexdigest(), len(hashes)
 
 
 def content_hash(root: Path) -> tuple[str, int]:
