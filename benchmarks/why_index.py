@@ -16,6 +16,8 @@ here and over SSH (the same lab reached through the sshd, as a GPU box is).
 The floor: `grep -rn` and `sed -n` over SSH to the same sshd, as one `ssh` process each, and as
 one request on a connection already open (the kit's helper: what a warm `why` pays per question).
 
+The SSH rows are timed again with the connection kept between processes (``, kept connection``:
+the first run leaves a keeper, kit.hosts.keep; the others run with SGL_KIT_SSH_PERSIST=0).
 Then, per sglang tree (0.5.11 and 0.5.23): the index file's size and the CPU seconds of the
 `why` that builds it cold. The load average is printed before and after: the machine may be shared.
 
@@ -69,7 +71,8 @@ class Kit:
         return [sys.executable, "-m", "kit.cli", *args]
 
     def environ(self, cache: Path, **extra: str) -> dict:
-        env = {**os.environ, **self.env, "SGL_KIT_CACHE": str(cache), **extra}
+        # Each process connects on its own unless a row asks for the kept connection (kit.hosts.keep).
+        env = {**os.environ, "SGL_KIT_SSH_PERSIST": "0", **self.env, "SGL_KIT_CACHE": str(cache), **extra}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed kit has its bytecode
         if self.source is not None:
             env["PYTHONPATH"] = str(self.source) + os.pathsep + env.get("PYTHONPATH", "")
@@ -98,6 +101,32 @@ def _on_open_connection(server, argv: list[str], repeat: int) -> list[tuple[floa
             out.append((time.perf_counter() - start, time.process_time() - cpu0))
             if not res.stdout:
                 raise SystemExit(f"{argv} printed nothing over SSH: {res.stderr[-500:]}")
+    return out
+
+
+def _kept_rows(kit: Kit, work: Path, commands: dict, repeat: int) -> dict[str, dict]:
+    """The SSH rows again with the connection kept between processes (kit.hosts.keep): the first run
+    connects and leaves the keeper, the timed ones go through it. Index warm."""
+    from kit.hosts.keep import disconnect
+
+    out = {}
+    runtime = work / "runtime"
+    os.environ["SGL_KIT_RUNTIME_DIR"] = str(runtime)  # so disconnect() below finds this run's keepers
+    for label, (argv, expect) in commands.items():
+        if "SSH" not in label:
+            continue
+        cache = work / f"cache-kept-{label.split()[0]}"
+        _seed_cache(cache)
+        env = kit.environ(cache, SGL_KIT_SSH_PERSIST="120", SGL_KIT_RUNTIME_DIR=str(runtime))
+        _timed(kit.argv(*argv), env, expect)  # connects, builds the index, leaves the keeper
+        deadline = time.monotonic() + 30
+        while not list(runtime.glob("ssh-*.sock")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the keeper listens once its helper answered
+        cells = [_timed(kit.argv(*argv), env, expect) for _ in range(repeat)]
+        out[f"{label}, kept connection"] = {"before": [], "off": [], "cold": [], "warm": cells}
+        disconnect()
+        shutil.rmtree(cache, ignore_errors=True)
     return out
 
 
@@ -223,6 +252,7 @@ def main() -> int:
             for label, argv in floor.items():
                 rows[label] = {"before": [_timed(argv, dict(os.environ)) for _ in range(args.repeat)],
                                "off": [], "cold": [], "warm": []}
+            rows.update(_kept_rows(kits["warm"], work, commands, args.repeat))
             opened = {"grep -rn, open connection": ["grep", "-rn", FLAG, f"{pkg}/srt/server_args.py"],
                       "sed -n, open connection": ["sed", "-n", "1190,1240p", f"{pkg}/srt/server_args.py"]}
             for label, argv in opened.items():

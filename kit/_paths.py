@@ -11,12 +11,16 @@ JSONL, baseline launch scripts; private to the user).
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "LAB_DIR_ENV", "cache_dir", "lab_dir", "runs_dir", "tree_dir", "wheels_dir"]
+__all__ = ["CACHE_ENV", "LAB_DIR_ENV", "RUNTIME_ENV", "cache_dir", "lab_dir", "runs_dir", "runtime_dir", "tree_dir",
+           "wheels_dir"]
 
 CACHE_ENV = "SGL_KIT_CACHE"
 LAB_DIR_ENV = "SGL_KIT_LAB_DIR"
+RUNTIME_ENV = "SGL_KIT_RUNTIME_DIR"
 
 
 def cache_dir() -> Path:
@@ -45,4 +49,26 @@ def runs_dir() -> Path:
     path = cache_dir() / "runs"
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
+    return path
+
+
+def runtime_dir() -> Path | None:
+    """A directory only this user can open, for the sockets of kept SSH connections (kit.hosts.keep):
+    ``$SGL_KIT_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/sgl-kit``, else ``/tmp/sgl-kit-<uid>``. None when it
+    cannot be made private: another user owns it, or others may open it."""
+    chosen = os.environ.get(RUNTIME_ENV)
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if chosen:
+        path = Path(chosen).expanduser()
+    elif xdg and os.path.isdir(xdg):
+        path = Path(xdg) / "sgl-kit"
+    else:
+        path = Path(tempfile.gettempdir()) / f"sgl-kit-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, parents=bool(chosen), exist_ok=True)
+        info = path.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
     return path

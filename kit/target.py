@@ -119,9 +119,19 @@ def connect(target: str = "local", **ssh_options) -> Host:
         options.setdefault("port", spec["port"])
     if spec["user"]:
         options.setdefault("user", spec["user"])
-    from .hosts import SSHHost
 
-    return SSHHost(spec["host"], **options)
+    def direct() -> Host:
+        from .hosts import SSHHost  # paramiko: a tenth of a second to import, not needed through a keeper
+
+        return SSHHost(spec["host"], **options)
+
+    if options.get("persist"):  # a keeper of this connection answers: no SSH of our own (kit.hosts.keep)
+        from .hosts.keep import kept_host
+
+        found = kept_host(spec["host"], options, direct)
+        if found is not None:
+            return found
+    return direct()
 
 
 @dataclass

@@ -35,6 +35,11 @@ import pytest
 # a fixture imported into several test modules would be one instance per module (one server each).
 from _real_server_support import real_server  # noqa: F401
 
+# A command line keeps its SSH connection for the next one (kit.hosts.keep). In the suite every
+# command connects on its own, so no test depends on what an earlier one left running; the tests
+# of keeping (tests/test_ssh_keep.py) turn it on for themselves.
+os.environ["SGL_KIT_SSH_PERSIST"] = "0"
+
 SSHD = "/usr/sbin/sshd"
 LOOPBACK = "127.0.0.1"
 ALIAS = "kit-test"

@@ -121,8 +121,12 @@ def ssh_options(args) -> dict[str, Any]:
 
     if parse_target(args.target)["kind"] != "ssh":
         return {}
+    from kit.hosts.keep import persist_seconds
+
+    # A command line keeps its SSH connection for the next one (kit.hosts.keep; SGL_KIT_SSH_PERSIST=0: never).
     return {"trust_new_host": args.trust_new_host, "key_filename": args.identity,
-            "known_hosts": args.known_hosts, "config_file": args.ssh_config, "default_timeout": args.timeout}
+            "known_hosts": args.known_hosts, "config_file": args.ssh_config, "default_timeout": args.timeout,
+            "persist": persist_seconds()}
 
 
 def host_for(args):

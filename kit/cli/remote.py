@@ -15,6 +15,22 @@ __all__ = ["register"]
 def register(sub) -> None:
     _register_run(sub)
     register_forward(sub)
+    _register_disconnect(sub)
+
+
+def _register_disconnect(sub) -> None:
+    p = sub.add_parser(
+        "disconnect", help="close the SSH connections kept for the next command",
+        usage="sgl-kit disconnect [TARGET] [SSH options]",
+        description="A command that reaches a host over SSH leaves its connection open for the next one, "
+                    "as OpenSSH's ControlPersist does: a small keeper process holds it and the kit's helper for "
+                    "SGL_KIT_SSH_PERSIST seconds (default 600) after the last command, so the next `why` or "
+                    "`doctor` starts without a handshake or a login. This closes the one kept for TARGET (with the "
+                    "same SSH options), or every one of this user's without TARGET. SGL_KIT_SSH_PERSIST=0 keeps "
+                    "none.")
+    p.add_argument("target", nargs="?", help="the SSH target whose kept connection to close (default: all)")
+    p.set_defaults(func=cmd_disconnect)
+    common_options(p)
 
 
 def _register_run(sub) -> None:
@@ -173,3 +189,26 @@ def _only_server_port(host) -> int | None:
 
     ports = {s.port for s in discover(host)}
     return ports.pop() if len(ports) == 1 else None
+
+
+def cmd_disconnect(args) -> int:
+    from kit.hosts.keep import disconnect, kept, key_options, socket_path
+    from kit.target import parse_target
+
+    if args.target is None:
+        closed = disconnect()
+        sys.stdout.write(f"closed {len(closed)} kept SSH connection(s)\n" if closed else
+                         "no kept SSH connection to close\n")
+        return 0
+    spec = parse_target(args.target)
+    if spec["kind"] != "ssh":
+        raise KitError(f"{args.target} is not reached over SSH: there is no kept connection to close",
+                       hint="give an SSH target (an alias, user@host, ssh://...), or no target to close them all")
+    from .common import ssh_options
+
+    options = {**ssh_options(args), **{k: spec[k] for k in ("port", "user") if spec[k] is not None}}
+    path = socket_path(key_options(spec["host"], **options))
+    closed = disconnect([path]) if path is not None and path in kept() else []
+    sys.stdout.write(f"closed the kept connection to {args.target}\n" if closed else
+                     f"no kept connection to {args.target} (with these SSH options)\n")
+    return 0

@@ -110,7 +110,14 @@ class SSHHost(Host):
         default_timeout: float = 60.0,
         helper_python: str = "python3",
         use_helper: bool = True,
+        persist: float | None = None,
     ) -> None:
+        from .keep import key_options
+
+        # As given: the same ones name the same kept connection (kit.hosts.keep), before any lookup.
+        self._given = key_options(host, port=port, user=user, key_filename=key_filename, config_file=config_file,
+                                  known_hosts=known_hosts, allow_agent=allow_agent, look_for_keys=look_for_keys,
+                                  proxy_jump=proxy_jump, connect_timeout=connect_timeout, helper_python=helper_python)
         if "@" in host and user is None:
             user, host = host.rsplit("@", 1)
         self.alias = host
@@ -136,6 +143,9 @@ class SSHHost(Host):
         self.default_timeout = default_timeout
         self.helper_python = helper_python
         self.use_helper = use_helper
+        # Keep the connection for the next process (kit.hosts.keep): never with a password, or without the helper.
+        self.persist = persist if persist and use_helper and password is None else None
+        self._kept = False  # whether the helper is one a keeper holds (no transport of our own)
         self.name = f"{self.user}@{self.hostname}:{self.port}"
         self._client: paramiko.SSHClient | None = None
         self._jump: SSHHost | None = None
@@ -318,22 +328,53 @@ class SSHHost(Host):
     # -- helper -------------------------------------------------------------
     def _helper(self):
         with self._lock:
-            if self._conn is None or not self.connected:
+            if self._conn is None or not (self._kept or self.connected):
                 return self._restart()
             return self._conn
 
     def _restart(self):
-        """Start a fresh helper, reconnecting the transport once if it dropped."""
+        """Start a fresh helper: a kept one when a keeper holds this connection, else on our own
+        transport (reconnecting it once if it dropped), leaving a keeper behind for the next process."""
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self._kept = False
+            path = self._keep_path()
+            if path is not None and not self.connected:
+                from .keep import attach
+
+                conn = attach(path, self.name)
+                if conn is not None:
+                    self._conn, self._kept = conn, True
+                    return conn
             if not self.connected:
                 self._open_transport()
             self._conn = self._start_helper() if self.use_helper else ExecFallback(self)
+            if path is not None and not isinstance(self._conn, ExecFallback):
+                from .keep import spawn
+
+                spawn(path, self._keep_options(), self.persist)
             return self._conn
 
-    def _start_helper(self):
+    @property
+    def kept(self) -> bool:
+        """Whether this host talks to a helper that a keeper holds (kit.hosts.keep) rather than its own."""
+        return self._kept
+
+    def _keep_options(self) -> dict:
+        """The options a keeper connects with: this host's, as given (never a password)."""
+        return dict(self._given)
+
+    def _keep_path(self):
+        if not self.persist:
+            return None
+        from .keep import socket_path
+
+        return socket_path(self._keep_options())
+
+    def helper_channel(self):
+        """A session channel on the transport running the helper's boot line (HelperConnection.start follows)."""
         chan = self.transport.open_session(timeout=self.connect_timeout)
         chan.settimeout(max(self.connect_timeout, 20.0))
         py = shlex.quote(self.helper_python)
@@ -341,6 +382,10 @@ class SSHHost(Host):
             f"if command -v {py} >/dev/null 2>&1; then exec {py} -u -c {shlex.quote(BOOT)}; "
             "else echo __SGLKIT_NO_PYTHON__; fi"
         )
+        return chan
+
+    def _start_helper(self):
+        chan = self.helper_channel()
         conn = HelperConnection(chan.recv, chan.sendall, chan.close, self.name)
         try:
             conn.start(timeout=max(self.connect_timeout, 20.0))
@@ -403,6 +448,7 @@ class SSHHost(Host):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self._kept = False
             self._close_transport()
 
 
