@@ -188,8 +188,7 @@ class Prometheus:
                 detail = str(reason)
             raise PrometheusUnreachable(
                 f"cannot reach {what}: {detail}", url=self.url,
-                hint="check the --prometheus URL and that Prometheus runs (its /-/ready page answers); "
-                     "the rest of the evidence does not need it") from None
+                hint="check the --prometheus URL and that Prometheus runs (its /-/ready page answers)") from None
         try:
             doc = json.loads(raw)
         except ValueError:
