@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import time
+import urllib.request
 from dataclasses import dataclass
 
 import pytest
@@ -185,3 +186,12 @@ def shape_diff(stand_in: dict, real: dict) -> dict:
         elif a != b:
             out[key] = {"stand-in": a, "real": b}
     return out
+
+
+def metric_total(url: str, name: str) -> float:
+    """The sum over labels of one series on a server's own /metrics page (the test fails if it is absent)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")]
+    assert values, f"{name} not in /metrics"
+    return sum(values)

@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from _notebook_support import cells as _cells
+from _notebook_support import outputs as _outputs
+from _notebook_support import source as _source
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -25,14 +28,6 @@ EXECUTED = NOTEBOOKS / "_executed"
 PATHS = sorted(p for p in NOTEBOOKS.rglob("*.ipynb") if "_executed" not in p.parts and ".ipynb_checkpoints" not in p.parts)
 IDS = [str(p.relative_to(NOTEBOOKS)) for p in PATHS]
 GUIDED = ["00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate", "05_upgrade"]
-
-
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["cells"]
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
 def test_there_are_notebooks():
@@ -248,15 +243,6 @@ def test_a_slower_fix_changes_the_conclusion(tmp_path, monkeypatch):
 
 def _kinds(path: Path) -> set[str]:
     return {kind for cell in _cells(path) for out in cell.get("outputs", []) for kind in out.get("data", {})}
-
-
-def _outputs(path: Path) -> list[str]:
-    texts = []
-    for cell in _cells(path):
-        for out in cell.get("outputs", []):
-            assert out.get("output_type") != "error", f"{path.name}: {out.get('ename')}: {out.get('evalue')}"
-            texts.append("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
-    return texts
 
 
 def test_04_on_the_p2p_scenario_validates_the_machine_fix(tmp_path, monkeypatch):

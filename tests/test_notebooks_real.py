@@ -11,29 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+from _notebook_support import cells as _cells
+from _notebook_support import outputs as _outputs
+from _notebook_support import source as _source
 from _real_server_support import START_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # the server's start and five notebooks on two shared cores: the first test carries both
 pytestmark = pytest.mark.timeout(int(START_TIMEOUT) + 1800)
-
-
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["cells"]
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def _outputs(path: Path) -> list[str]:
-    texts = []
-    for cell in _cells(path):
-        for out in cell.get("outputs", []):
-            assert out.get("output_type") != "error", f"{path.name}: {out.get('ename')}: {out.get('evalue')}"
-            texts.append("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
-    return texts
 
 
 # -- the guided notebooks against a real sglang server ----------------------------------------------

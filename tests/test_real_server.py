@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 from _lab_support import free_port
-from _real_server_support import START_TIMEOUT, stop_everything
+from _real_server_support import START_TIMEOUT, metric_total, stop_everything
 
 from kit.errors import LabError, UnsupportedVersion
 from kit.hosts import LocalHost
@@ -29,14 +29,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(START_TIMEOUT) + 600)]
 def _get(url: str, timeout: float = 30) -> dict:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read())
-
-
-def _metric(url: str, name: str) -> float:
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
-        text = resp.read().decode()
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")]
-    assert values, f"{name} not in /metrics"
-    return sum(values)
 
 
 # ---------------------------------------------------------------------------- discovery
@@ -160,10 +152,10 @@ def test_bench_token_counts_equal_the_servers_own(real_server):
     from kit.bench import bench
 
     url = real_server.url
-    before = (_metric(url, "sglang:generation_tokens_total"), _metric(url, "sglang:prompt_tokens_total"))
+    before = (metric_total(url, "sglang:generation_tokens_total"), metric_total(url, "sglang:prompt_tokens_total"))
     native = bench(url, requests=2, max_tokens=24, input_len=16, warmup=0, progress=None, out=None)
     openai = bench(url, api="openai", requests=2, max_tokens=24, input_len=16, warmup=0, progress=None, out=None)
-    after = (_metric(url, "sglang:generation_tokens_total"), _metric(url, "sglang:prompt_tokens_total"))
+    after = (metric_total(url, "sglang:generation_tokens_total"), metric_total(url, "sglang:prompt_tokens_total"))
     results = native.results + openai.results
     assert all(r.ok and r.count_source == "server" for r in results)
     assert after[0] - before[0] == sum(r.output_tokens for r in results)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 
 import pytest
-from _real_server_support import START_TIMEOUT
+from _real_server_support import START_TIMEOUT, metric_total
 
 from kit.bench import BenchRun
 from kit.lab.real import default_flags
@@ -24,16 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(START_TIMEOUT) * 2 + 600
 REQUESTS, MAX_TOKENS = 6, 32
 
 
-def _metric(url: str, name: str) -> float:
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
-        text = resp.read().decode()
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")]
-    assert values, f"{name} not in /metrics"
-    return sum(values)
-
-
 def _counts(url: str) -> tuple[float, float]:
-    return _metric(url, "sglang:generation_tokens_total"), _metric(url, "sglang:prompt_tokens_total")
+    return metric_total(url, "sglang:generation_tokens_total"), metric_total(url, "sglang:prompt_tokens_total")
 
 
 def _kit(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:

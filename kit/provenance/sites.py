@@ -67,7 +67,7 @@ class TreeIndex:
         """{id(statement): its parent} (a statement, an except handler, a match case or the module):
         the chains guards are read along. Statements only; a Call's parents are in ``_all_parents``."""
         if module.path not in self._parents:
-            self._parents[module.path] = _statement_parents(module.tree)
+            self._parents[module.path] = _StatementParents(module.tree)
         return self._parents[module.path]
 
     def calls(self, module: ModuleInfo) -> dict[str, list[tuple[ast.AST, ast.stmt]]]:
@@ -149,10 +149,6 @@ class _StatementParents(dict):
         if self._more() and dict.__contains__(self, key):
             return dict.__getitem__(self, key)
         raise KeyError(key)
-
-
-def _statement_parents(tree: ast.Module) -> dict[int, ast.AST]:
-    return _StatementParents(tree)
 
 
 def _where(node: ast.AST) -> list:
