@@ -50,7 +50,9 @@ class Evaluator(Statements):
     must not be used (the flag being explained: the log has only its final value);
     ``initial`` gives such a field's value at launch, ``{name: (value, how)}``, when the
     launch command is known; ``environ`` is the server's environment, for ``envs.X.get()``;
-    ``probes`` answers hardware probes by name (``{"is_cuda": True}``) when the caller knows the GPU.
+    ``probes`` answers hardware probes by name (``{"is_cuda": True}``) when the caller knows the GPU;
+    ``calls`` states what other calls return (``{"dist.get_world_size": (2, "tp_size")}``) and
+    ``follow_calls`` names functions of the tree to interpret although no config.json reaches them.
     """
 
     def __init__(
@@ -64,10 +66,16 @@ class Evaluator(Statements):
         initial: Mapping | None = None,
         parameters: Mapping | None = None,
         probes: Mapping | None = None,
+        calls: Mapping | None = None,
+        follow_calls=(),
     ) -> None:
         self.modules = modules
         # Answers to hardware probes the caller knows ({"is_cuda": True}); the others stay unknown.
         self.probes = dict(probes or {})
+        # What calls return, as the caller states it: {"get_global_server_args": (value, how)}.
+        self.calls = dict(calls or {})
+        # Functions of the tree to interpret although no config.json reaches them (they read stated values).
+        self.follow_calls = frozenset(follow_calls or ())
         # Values of named function parameters, for a caller that knows them (model_arch="Qwen3_5...").
         self.parameters = dict(parameters or {})
         self.registry: dict[int, Cfg] = {}
@@ -184,7 +192,7 @@ class Evaluator(Statements):
             for bound, node in bound_names(stmt):
                 if bound == name:
                     if isinstance(node, (ast.Assign, ast.AnnAssign)) and _is_auto(node.value) and _is_enum(ref.node):
-                        return EnumMember(ref.node.name, name)
+                        return EnumMember(ref.node.name, name, ref)
                     if isinstance(node, (ast.Assign, ast.AnnAssign)):
                         return self.ev(node.value, Env({}, Scope(ref.module, ref.node, class_body=True)))
                     if isinstance(node, ast.FunctionDef):

@@ -18,12 +18,14 @@ from .values import (
     Args,
     Cfg,
     ClassRef,
+    EnumMember,
     External,
     FuncRef,
     Members,
     ModelCfg,
     ModuleRef,
     OriginList,
+    Stated,
     Unknown,
     has_unknown,
     opaque,
@@ -67,8 +69,10 @@ class Expressions:
     def attr(self, obj, name: str, node: ast.AST | None = None):
         if isinstance(obj, Unknown):
             return opaque(obj)
-        if isinstance(obj, (Cfg, Args, ModelCfg)):
+        if isinstance(obj, (Cfg, Args, ModelCfg, Stated)):
             return obj.get(name)
+        if isinstance(obj, EnumMember) and obj.ref is not None and name in ("name", "value"):
+            return obj.name if name == "name" else unknown(f"{obj}.value", "an auto() value")
         if isinstance(obj, ModuleRef):
             return self.global_value(obj.module, name)
         if isinstance(obj, ClassRef):
@@ -305,7 +309,8 @@ class Expressions:
         if isinstance(func, ast.Attribute):
             owner = self.ev(func.value, env)
             return self._method_call(owner, func.attr, node, env)
-        if isinstance(func, ast.Name) and func.id not in env.vars and not env.scope.follow:
+        if (isinstance(func, ast.Name) and func.id not in env.vars and not env.scope.follow
+                and func.id not in (getattr(self, "follow_calls", None) or ())):
             early = self._opaque_global_call(func.id, node, env)
             if early is not None:
                 return early
@@ -314,6 +319,9 @@ class Expressions:
     def _opaque_global_call(self, name: str, node: ast.Call, env: Env):
         """A module-level call with nothing from config.json in its arguments: unknown, unread."""
         args, kwargs = self._args(node, env)
+        stated = self.stated_call(name)
+        if stated is not NO_PROBE:
+            return stated
         if name.endswith("_view") or "model_config" in name:
             return self._accessor(name, args or [])
         if args is None or any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]):
@@ -324,6 +332,17 @@ class Expressions:
             if isinstance(callee, FuncRef):
                 return self._probe_from_source(callee, node, env, f"{name}()", name)
         return given if given is not NO_PROBE else unknown(f"{name}()", why_call(name))
+
+    def stated_call(self, name: str):
+        """What the caller states a call returns (``calls`` of the Evaluator: ``get_global_server_args``,
+        ``dist.get_world_size``), by its dotted or its last name, with a note; NO_PROBE when not stated."""
+        calls = getattr(self, "calls", None) or {}
+        for key in (name, name.rsplit(".", 1)[-1]):
+            if key in calls:
+                value, how = calls[key]
+                self.note(f"{name}() = {render(value)} ({how})")
+                return value
+        return NO_PROBE
 
     def probe(self, name: str):
         """The value given for a hardware probe (``is_cuda``), with a note; NO_PROBE when none was given."""
@@ -404,6 +423,8 @@ class Expressions:
             values = self.ev(arg, env)
         if isinstance(values, Unknown):
             return values
+        if isinstance(values, (Cfg, Args, ModelCfg, Stated)) or not hasattr(values, "__iter__"):
+            return unknown(short(arg), f"{name}() over a value that is not a sequence here")
         truths = [truth(v) for v in values]
         known = [t for t in truths if not isinstance(t, Unknown)]
         unknowns = [t for t in truths if isinstance(t, Unknown)]
@@ -442,6 +463,17 @@ class Expressions:
             return self._args_method(owner, name, node, env)
         if isinstance(owner, ModelCfg):
             return self._bound_method(self._model_class(), owner, name, node, env)
+        if isinstance(owner, Stated):
+            if not node.args and not node.keywords:
+                return owner.call(name)
+            return unknown(f"{dotted(node.func)}()", f"a method of {owner.label} with arguments; {owner.why}")
+        if isinstance(owner, EnumMember) and owner.ref is not None and env.scope.depth < MAX_DEPTH:
+            # ForwardMode.EXTEND.is_target_verify(): the enum's own method, read from the source
+            method = method_named(owner.ref.node, name)
+            if method is None or node.args or node.keywords:
+                return unknown(f"{dotted(node.func)}()", "not a method of the enum without arguments")
+            return self.invoke(FuncRef(method, owner.ref.module, bound=owner, cls=owner.ref.node), [], {},
+                               env.scope.depth + 1)
         if isinstance(owner, (str, list, tuple, dict)) and name in SAFE_METHODS.get(type(owner), ()):
             args, kwargs = self._args(node, env)
             if args is None or any(isinstance(a, Unknown) for a in [*args, *kwargs.values()]):
@@ -491,6 +523,9 @@ class Expressions:
 
     def call(self, callee, node: ast.Call, env: Env):
         label = f"{dotted(node.func)}()"
+        stated = self.stated_call(dotted(node.func)) if getattr(self, "calls", None) else NO_PROBE
+        if stated is not NO_PROBE:
+            return stated
         if isinstance(callee, (FuncRef, External)):
             args, _ = self._args(node, env)
             name = callee.name if isinstance(callee, FuncRef) else callee.dotted.rsplit(".", 1)[-1]
@@ -554,6 +589,8 @@ class Expressions:
         # (hardware, files, network) would need the live server.
         if isinstance(fn.node, ast.Lambda) or env.scope.follow:
             return True
+        if fn.name in (getattr(self, "follow_calls", None) or ()):
+            return True  # a function the caller says reads only what is stated (resolved config, the args)
         return any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()])
 
     def invoke(self, fn: FuncRef, args: list, kwargs: dict, depth: int, follow: bool = True):

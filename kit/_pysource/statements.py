@@ -313,9 +313,9 @@ def assigned_keys(stmt: ast.stmt, scope: Scope):
             isinstance(call, ast.Call)
             and isinstance(call.func, ast.Attribute)
             and call.func.attr in MUTATORS
-            and isinstance(call.func.value, ast.Name)
+            and target_key(call.func.value, scope) is not None
         ):
-            yield call.func.value.id
+            yield target_key(call.func.value, scope)  # `xs.append(...)`, `self.layers.append(...)`
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .modules import ModuleInfo
 
@@ -75,6 +75,8 @@ def truth(value):
         return unknown(value.dotted, "outside the sglang source; not evaluated")
     if isinstance(value, (Cfg, Args, ModelCfg)):
         return True
+    if isinstance(value, Stated):
+        return unknown(value.label, value.why)
     try:
         return bool(value)
     except Exception:  # noqa: BLE001 - a foreign __bool__ is not ours to trust
@@ -123,6 +125,38 @@ class Members:
         return f"<{self.label}>"
 
 
+class Stated:
+    """An object of the running server known only by what the caller states about it: attributes
+    (``"is_draft_worker"``) and the results of zero-argument methods (``"is_eagle()"``), each value
+    plain data, an evaluator value or another Stated. Anything else read from it is unknown, with
+    ``why`` (what would tell). ``label`` names it in the evaluator's notes; ``lookup``, when given,
+    answers names the mapping lacks (a lazily computed object such as a runner's ``__init__`` state)."""
+
+    def __init__(self, label: str, facts: Mapping | None = None, why: str = "not stated", lookup=None) -> None:
+        self.label = label
+        self.facts = dict(facts or {})
+        self.why = why
+        self.lookup = lookup
+
+    def get(self, name: str):
+        if name in self.facts:
+            return self.facts[name]
+        if self.lookup is not None:
+            found = self.lookup(name)
+            if found is not MISSING_FACT:
+                return found
+        return unknown(f"{self.label}.{name}", self.why)
+
+    def call(self, name: str):
+        return self.get(name + "()")
+
+    def __repr__(self) -> str:
+        return f"<{self.label}>"
+
+
+MISSING_FACT = object()
+
+
 class Cfg:
     """A config.json mapping read by attribute, as transformers' PretrainedConfig is."""
 
@@ -160,7 +194,7 @@ def wrap(value, label: str, registry: dict[int, Cfg]):
         if key not in registry:
             registry[key] = Cfg(value, label, registry)
         return registry[key]
-    if isinstance(value, PLAIN) or isinstance(value, (Cfg, Unknown, Members, EnumMember)):
+    if isinstance(value, PLAIN) or isinstance(value, (Cfg, Unknown, Members, EnumMember, Stated)):
         return value
     return opaque_value(value, label)
 
@@ -178,10 +212,12 @@ def opaque_value(value, label: str):
 
 @dataclass(frozen=True)
 class EnumMember:
-    """``X = auto()`` in an Enum: no value the source states, but equal only to itself."""
+    """``X = auto()`` in an Enum: no value the source states, but equal only to itself. ``ref`` (the
+    enum's ClassRef, when known) lets its methods be read: ``SpeculativeAlgorithm.EAGLE.is_eagle()``."""
 
     cls: str
     name: str
+    ref: object = field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return f"{self.cls}.{self.name}"
