@@ -169,7 +169,7 @@ class _Reader:
         ev = Evaluator(self.modules, self.values, self.model_config, defaults=self.defaults,
                        probes=self.probes, calls=calls, follow_calls=tuple(self.spec.get("follow") or ()))
         ev.calls["get_global_server_args"] = (ev.args, "the server's resolved arguments")
-        for name in ("get_exec", "get_schedule", "get_memory", "get_spec", "get_parallel"):
+        for name in ("get_exec", "get_flags", "get_schedule", "get_memory", "get_spec", "get_parallel"):
             ev.calls[name] = (_ArgsView(ev, f"{name}()"), "a published view of the resolved arguments")
         ev.scratch["batch_open"] = batch_open
         return ev
