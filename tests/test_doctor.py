@@ -54,6 +54,7 @@ LAUNCHES = {
     "chunked-2048": f"{OLD} --chunked-prefill-size 2048",
     "tp1": "--model-path /root/models/Qwen3.6-27B --mem-fraction-static 0.85 "
            + SPEC.format(steps=3, draft=4),
+    "nospec": BASE,
 }
 
 
@@ -122,7 +123,7 @@ def test_there_are_at_least_fifteen_rules_with_unique_ids_and_valid_ranges():
 # --------------------------------------------------------------------------- CUDA graphs
 
 
-def test_prefill_graph_rule_names_the_chain_the_fix_and_the_refused_fix(launches, tree, pkg):
+def test_prefill_graph_rule_names_the_chain_and_that_restoring_it_buys_nothing_under_eagle(launches, tree, pkg):
     d = run(launches, tree, "new")
     f = finding(d, "prefill-cuda-graph-off")
     assert "the launch command does not ask for it" in f.evidence[0]
@@ -131,32 +132,44 @@ def test_prefill_graph_rule_names_the_chain_the_fix_and_the_refused_fix(launches
     chain = f.evidence[2]
     assert chain.index("1. Disable Model Arch") < chain.index("3. Torch compile") < chain.index("7. LoRA")
     assert f.sites == ["srt/server_args.py:1230"]
-    assert f.fix == ["--enforce-piecewise-cuda-graph"]
-    (avoid,) = f.avoid
-    assert avoid.startswith("--language-only") and "--encoder-urls" in avoid and "srt/server_args.py:" in avoid
-    assert "--language-only" not in " ".join(f.fix) and "--language-only" not in (d.fixed_command or "")
-    # What it affects, read from sglang 0.5.11's graph runners: verify runs in the decode graph.
-    assert f.affects == ("prefill/extend",) and f.impact is None and f.estimate.metric == "time to first token"
-    assert "srt/model_executor/cuda_graph_runner.py:629" in f.impact_reason
-    assert "srt/model_executor/piecewise_cuda_graph_runner.py:449-450" in f.impact_reason
-    assert "single-stream decode" in f.impact_reason and "22%" not in d.to_text()
+    # turned back on, 0.5.11's own gate refuses every EAGLE target prefill: the fix is not offered as a gain
+    assert "never replayed" in f.evidence[3] and "piecewise_cuda_graph_runner.py:454" in f.evidence[3]
+    assert f.changes == [] and "--enforce-piecewise-cuda-graph" not in (d.fixed_command or "")
+    assert (f.impact, f.impact_basis, f.estimate.metric) == (0.0, "from the source", "time to first token")
+    assert "restoring it buys nothing here" in f.impact_reason
+    assert "srt/speculative/eagle_worker_v2.py:707" in f.impact_reason  # the batch asks for FULL hidden states
+    assert f.fix[0].startswith("restoring it would not help in sglang 0.5.11")
+    later = [x for x in f.fix if x.startswith("from sglang")]
+    assert later and "0.5.14 with --cuda-graph-backend-prefill breakable" in later[-1]
+    assert "pull/28870" in later[-1]
+    risk, language_only = f.avoid
+    assert risk.startswith("--enforce-piecewise-cuda-graph") and "Used for testing" in risk
+    assert "srt/server_args.py:1196" in risk and "never replays" in risk
+    assert language_only.startswith("--language-only") and "--encoder-urls" in language_only
+    ((change, why),) = f.checks
+    assert str(change) == "--enforce-piecewise-cuda-graph" and "piecewise_cuda_graph_runner.py:454" in why
+    assert f.to_dict()["checks"][0]["predicted"] == "no change"
+    assert "check: --enforce-piecewise-cuda-graph is predicted to change nothing here" in d.to_text()
+    assert f.affects == ("prefill/extend",)
 
 
-def test_graph_coverage_is_read_from_the_versions_own_runners(tree):
-    from kit.doctor.mechanism import graph_coverage
-
-    coverage = graph_coverage(tree)
-    assert coverage.decode_modes == ["DECODE", "TARGET_VERIFY", "IDLE", "DLLM_EXTEND"]
-    assert coverage.decode_modes_site.startswith("srt/model_executor/forward_batch_info.py:")
-    assert coverage.verify_outside_piecewise and "target_verify" in coverage.piecewise_refuses
-    assert graph_coverage(None) is None
+def test_without_speculative_decoding_the_escape_is_the_fix_and_its_risk_is_said(launches, tree, pkg):
+    d = run(launches, tree, "nospec")
+    f = finding(d, "prefill-cuda-graph-off")
+    assert [str(c) for c in f.changes] == ["--enforce-piecewise-cuda-graph"]
+    assert f.impact is None and f.estimate.metric == "time to first token"
+    assert "no refusal of its gate holds for every request of this launch" in f.impact_reason
+    assert f.checks == []
+    (risk,) = [x for x in f.fix if x.startswith("its risk:")]
+    assert "Used for testing" in risk and "for speed or for correctness" in risk
 
 
 def test_offline_without_a_model_config_the_escape_holds_for_every_rule(pkg):
     log = Path(__file__).parent / "data" / "provenance" / "incident-0.5.11.log"
     d = diagnose(from_files(log=str(log), package_dir=pkg))
     f = finding(d, "prefill-cuda-graph-off")
-    assert f.fix[0] == "--enforce-piecewise-cuda-graph" and "before every rule of the chain" in f.fix[1]
+    # the log's launch runs EAGLE: turned back on, 0.5.11's gate would refuse its prefill, config.json or not
+    assert f.changes == [] and f.fix[0].startswith("restoring it would not help in sglang 0.5.11")
     assert "no flag that skips" not in d.to_text()
     unknown = next(e for e in f.evidence if e.startswith("without the model's config.json"))
     assert "8. Multimodal / VLM models" in unknown and "--model-config" in unknown
@@ -368,10 +381,10 @@ def test_the_fixed_launch_against_the_old_one_shows_neither_cause(launches, tree
 
 def test_new_against_the_old_baseline_puts_steps_then_prefill_first(launches, tree, pkg):
     d = run(launches, tree, "new", baseline=launches["old"][1])
-    assert ids(d)[:2] == ["speculative-steps-low", "prefill-cuda-graph-off"]
+    assert ids(d)[0] == "speculative-steps-low" and ids(d)[-1] == "prefill-cuda-graph-off"  # it buys nothing: last
     fixed = d.fixed_command
-    assert "--speculative-num-steps 3" in fixed and "--enforce-piecewise-cuda-graph" in fixed
-    assert "--speculative-num-steps 1" not in fixed
+    assert "--speculative-num-steps 3" in fixed and "--speculative-num-steps 1" not in fixed
+    assert "--enforce-piecewise-cuda-graph" not in fixed  # under EAGLE on 0.5.11 it would not replay
 
 
 # --------------------------------------------------------------------------- bad input
@@ -392,7 +405,7 @@ def test_a_truncated_topology_is_named_and_the_rest_runs(launches, tree, pkg, tm
     cut.write_text("\n".join(lines[:4]) + "\n")
     d = run(launches, tree, "new", topo=[str(cut)])
     assert any(p.startswith(f"--topo {cut}: ") and "cut off" in p for p in d.problems)
-    assert ids(d)[:2] == ["speculative-steps-low", "prefill-cuda-graph-off"]
+    assert ids(d)[0] == "speculative-steps-low" and ids(d)[-1] == "prefill-cuda-graph-off"  # it buys nothing: last
 
 
 def test_an_unknown_gpu_leaves_the_bandwidth_unknown(launches, tree, pkg, tmp_path):
@@ -447,7 +460,8 @@ def test_json_schema_keys(launches, tree, pkg):
     for item in data["findings"]:
         assert {"id", "title", "impact", "impact_basis", "impact_inputs", "affects", "evidence", "sites", "fix",
                 "avoid"} <= set(item)
-        assert item["impact_basis"] in ("measured", "modelled", "not estimated") and item["affects"]
+        assert item["impact_basis"] in ("measured", "from the source", "modelled", "not estimated")
+        assert item["affects"]
         assert (item["impact"] is None) == (item["impact_basis"] == "not estimated")
         assert all(":" in s and s.rsplit(":", 1)[1].replace("-", "").isdigit() for s in item["sites"])
     assert data["schema"] == 2

@@ -103,13 +103,14 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             changes, advice, avoid = r.fix(case)
             sites = r.sites(case)
             covers = r.covers(case)
+            checks = r.checks(case)
         except KitError as err:
             problems.append(f"rule {r.id} could not finish: {err.message}")
             continue
         if r.gpu_only and case.no_gpu:
             estimate, changes, advice, avoid = _does_not_apply(case, estimate)
         findings.append(Finding(r.id, r.title, estimate, lines, sites, changes, advice, avoid, r.versions,
-                                r.affects))
+                                r.affects, checks if not (r.gpu_only and case.no_gpu) else []))
         case.covered |= _fields_of(case, changes) | set(covers)
         case.found.append(r.id)
     _within_the_room(case, findings)

@@ -61,6 +61,19 @@ class Case:
     def tp(self) -> int:
         return int(self.value("tp_size") or 1)
 
+    def tp_gpus(self) -> tuple[list[str], str]:
+        """The topology names (GPU0, GPU1, ...) of the GPUs the TP ranks run on, and how that was decided."""
+        tp = self.tp
+        visible = (self.ev.environ or {}).get("CUDA_VISIBLE_DEVICES")
+        base, step = int(self.value("base_gpu_id") or 0), int(self.value("gpu_id_step") or 1)
+        ids = [str(i) for i in range(64)]
+        how = "GPU 0.. (no CUDA_VISIBLE_DEVICES)"
+        if visible:
+            ids = [v.strip() for v in visible.split(",") if v.strip()]
+            how = f"CUDA_VISIBLE_DEVICES={visible}"
+        chosen = [ids[base + i * step] for i in range(tp) if base + i * step < len(ids)]
+        return [f"GPU{c}" for c in chosen if c.isdigit()], how + f", base_gpu_id {base}, tp_size {tp}"
+
     @property
     def speculative(self) -> bool:
         return self.value("speculative_algorithm") not in (None, "", "NONE")

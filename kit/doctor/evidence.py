@@ -57,6 +57,7 @@ class Evidence:
     probes: dict | None = None  # kit.provenance.host_probes of the server's host (platform.machine, ...)
     runtime: dict | None = None  # what the server did: kit.metrics.runtime_facts / page_facts (rules_metrics.add_runtime)
     trace: dict | None = None  # torch-profiler summaries and their collectives (rules_trace.add_trace)
+    startup: list[str] = field(default_factory=list)  # log lines about graph capture and all-reduce setup
 
     def problem(self, what: str, err: Exception | str) -> None:
         text = getattr(err, "message", None) or str(err)
@@ -250,7 +251,18 @@ def _log_from(ev: Evidence, text: str, where: str, option: str):
         else:
             ev.problem(f"{option} {where}", err)
     _decode_from(ev, text, where, parse_decode_stats, decode_summary)
+    ev.startup += startup_lines(text)
     return cut
+
+
+_STARTUP = re.compile(r"(?i)cuda graph|piecewise|all-?reduce|allreduce|torch\.compile|Capture .*(begin|end)")
+
+
+def startup_lines(text: str, limit: int = 200) -> list[str]:
+    """The log's lines about fast paths at startup (graph capture, what disabled a graph, all-reduce),
+    for kit.provenance.gates to decide the setup checks that log a message."""
+    out = [line.strip() for line in text.splitlines()[:20000] if _STARTUP.search(line) and "server_args=" not in line]
+    return out[:limit]
 
 
 def _cut_fields(ev: Evidence, snap, where: str) -> None:
@@ -561,6 +573,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     if server.log_path:
         head = "\n".join(server.log_head(3000))
         ev.notices += [line for line in head.splitlines() if _NOTICE.search(line)][:200]
+        ev.startup += startup_lines(head)
         tail = server.log_tail(4000)
         _decode_from(ev, "\n".join(tail), f"the log {server.log_path}", parse_decode_stats, decode_summary)
     from kit.provenance.host_probes import host_probes

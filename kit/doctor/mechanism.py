@@ -1,91 +1,101 @@
-"""What sglang's own runtime does, read from the source of the server's version: which forward
-modes each CUDA graph runner covers.
+"""The fast paths of the server's own sglang, for this case: whether each runs, read from that version's
+source by :mod:`kit.provenance.gates`, with the case's facts.
 
-A rule that says what a setting affects must not take it from a table in the kit: the decode
-graph runner, the prefill (piecewise) graph runner and ``ForwardMode`` change between releases.
-:func:`graph_coverage` reads them from the tree (``kit.source``), with ``file:line``:
+``chain(case, "prefill-graph")`` evaluates every refusal of the path's setup and per-batch gate against
+the case's resolved arguments, its config.json, the GPUs' probes, links and peer access, and the log's
+startup lines. ``chain(case, "prefill-graph", restored=True)`` asks the same of the launch with the path
+turned back on (the switch a rule would flip), which is how a rule tells a fix that pays from one that
+"buys nothing here": a refusal that holds for every request of this launch.
 
-- ``ForwardMode.is_cuda_graph``: the modes the decode graph runner may replay;
-- ``CudaGraphRunner.__init__``: ``capture_forward_mode = ForwardMode.TARGET_VERIFY`` when
-  speculative decoding is on (so verify runs in the decode graph);
-- ``PiecewiseCudaGraphRunner.can_run``: the modes it refuses (``is_target_verify(): return False``).
-
-A release laid out otherwise gives an answer with fewer facts, never a guessed one.
+A release laid out otherwise gives a chain with fewer facts and says so, never a guessed one.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+import itertools
+from typing import Any
 
 from kit.errors import KitError
 
-__all__ = ["GraphCoverage", "graph_coverage"]
+__all__ = ["RESTORE", "chain", "machine_facts", "restored_args"]
 
-_MODE = re.compile(r"ForwardMode\.([A-Z_]+)")
-_REFUSE = re.compile(r"forward_mode\.is_([a-z_]+)\(\)")
-
-
-@dataclass
-class GraphCoverage:
-    """Forward modes per graph runner in one sglang version, each fact with its site."""
-
-    version: str | None
-    decode_modes: list[str] = field(default_factory=list)  # ForwardMode.is_cuda_graph
-    decode_modes_site: str = ""
-    verify_in_decode_graph: str = ""  # the site where the decode runner captures TARGET_VERIFY ("" : not found)
-    piecewise_refuses: dict[str, str] = field(default_factory=dict)  # mode -> site of `return False`
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def verify_outside_piecewise(self) -> bool:
-        """Verify runs in the decode graph and the piecewise graph refuses it: the prefill graph does
-        not touch speculative decode."""
-        return bool(self.verify_in_decode_graph) and "target_verify" in self.piecewise_refuses
-
-    def sentence(self) -> str:
-        parts = []
-        if self.verify_in_decode_graph:
-            parts.append(f"the decode graph captures TARGET_VERIFY with speculative decoding "
-                         f"({self.verify_in_decode_graph})")
-        elif self.decode_modes:
-            parts.append(f"the decode graph covers {', '.join(self.decode_modes)} ({self.decode_modes_site})")
-        if "target_verify" in self.piecewise_refuses:
-            parts.append(f"PiecewiseCudaGraphRunner.can_run returns False for it "
-                         f"({self.piecewise_refuses['target_verify']})")
-        return "; ".join(parts)
+# The switch that turns each path back on, per layout: a field and its "on" value. A field the
+# release does not have is skipped; a nested one (cuda_graph_config.prefill.backend) keeps its parent.
+RESTORE: dict[str, list[tuple[str, Any]]] = {
+    "prefill-graph": [("disable_piecewise_cuda_graph", False), ("enable_piecewise_cuda_graph", True),
+                      ("cuda_graph_config.prefill.backend", "breakable")],
+    "decode-graph": [("disable_cuda_graph", False), ("cuda_graph_config.decode.backend", "full")],
+    "custom-all-reduce": [("disable_custom_all_reduce", False)],
+    "torch-compile": [("enable_torch_compile", True)],
+}
 
 
-def graph_coverage(tree) -> GraphCoverage | None:
-    """The graph runners' forward modes in ``tree`` (a kit.source.SourceTree), or None without a tree."""
-    if tree is None:
+def chain(case, mechanism: str, *, restored: bool = False, changes: dict | None = None):
+    """The kit.provenance.gates chain of ``mechanism`` for this case (None without a source tree).
+    ``restored``: with the path's switch turned back on; ``changes``: other field values to try."""
+    if case.ev.tree is None:
         return None
-    out = GraphCoverage(getattr(tree, "version", None))
-    snippet = _function(tree, "ForwardMode.is_cuda_graph", out)
-    if snippet is not None:
-        out.decode_modes = list(dict.fromkeys(_MODE.findall(snippet.text)))
-        out.decode_modes_site = f"{_short(snippet.path)}:{snippet.start}"
-    init = _function(tree, "CudaGraphRunner.__init__", out)
-    if init is not None:
-        for n in init.find(r"capture_forward_mode\s*=\s*ForwardMode\.TARGET_VERIFY"):
-            out.verify_in_decode_graph = f"{_short(init.path)}:{n}"
+    memo = case.__dict__.setdefault("_gate_chains", {})
+    key = (mechanism, restored, tuple(sorted((changes or {}).items(), key=lambda kv: kv[0])))
+    if key not in memo:
+        from kit.provenance.gates import gate_chain
+
+        args = restored_args(case, mechanism) if restored else dict(case.ev.args)
+        for name, value in (changes or {}).items():
+            _set(args, name, value)
+        try:
+            memo[key] = gate_chain(case.ev.tree, mechanism, args, case.ev.model_config, facts=machine_facts(case),
+                                   probes=case.probes, log_text="\n".join(case.ev.startup) or None)
+        except KitError:
+            memo[key] = None
+    return memo[key]
+
+
+def restored_args(case, mechanism: str) -> dict:
+    """The case's arguments with the path's switch on (the first of RESTORE's fields this launch has)."""
+    args = _copy(case.ev.args)
+    for name, value in RESTORE.get(mechanism, []):
+        if case.has(name):
+            _set(args, name, value)
             break
-    can_run = _function(tree, "PiecewiseCudaGraphRunner.can_run", out)
-    if can_run is not None:
-        for n in range(can_run.start, can_run.end + 1):
-            match = _REFUSE.search(can_run.line(n))
-            if match and n + 1 <= can_run.end and "return False" in can_run.line(n + 1):
-                out.piecewise_refuses.setdefault(match.group(1), f"{_short(can_run.path)}:{n}-{n + 1}")
+    return args
+
+
+def machine_facts(case) -> dict:
+    """What the evidence says of the GPUs the tensor-parallel ranks use: peer access between every pair
+    (``p2p``), NVLink between every pair (``full_nvlink``), all on one node (``same_node``); None where
+    the evidence does not tell."""
+    hw = case.ev.hardware
+    used, _ = case.tp_gpus()
+    pairs = list(itertools.combinations(used, 2))
+    p2p = getattr(hw, "p2p", None)
+    topo = getattr(hw, "topology", None)
+    facts: dict[str, Any] = {"p2p": None, "full_nvlink": None, "same_node": None}
+    if p2p is not None and pairs:
+        seen = [p2p.supported(a, b) for a, b in pairs]
+        facts["p2p"] = False if False in seen else (True if all(s is True for s in seen) else None)
+    if topo is not None and pairs and all(g in topo.gpus for g in used):
+        facts["full_nvlink"] = all(str(topo.link(a, b) or "").startswith("NV") for a, b in pairs)
+    nnodes = case.value("nnodes")
+    if nnodes is not None:
+        facts["same_node"] = int(nnodes or 1) == 1
+    return facts
+
+
+def _copy(args: dict) -> dict:
+    out = dict(args)
+    for key, value in out.items():
+        if isinstance(value, dict):
+            out[key] = {k: dict(v) if isinstance(v, dict) else v for k, v in value.items()}
     return out
 
 
-def _function(tree, qualname: str, out: GraphCoverage):
-    try:
-        return tree.function(qualname)
-    except KitError as err:
-        out.notes.append(f"{qualname} not read in sglang {out.version}: {err.message}")
-        return None
-
-
-def _short(path: str) -> str:
-    return path.removeprefix("sglang/")
+def _set(args: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = args
+    for part in parts[:-1]:
+        nxt = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(nxt, dict):
+            return
+        node = nxt
+    node[parts[-1]] = value

@@ -2,7 +2,7 @@
 
 The JSON form (``Diagnosis.to_dict``) is an interface, documented in docs/guide.md (the doctor):
 ``findings`` (each: ``id``, ``title``, ``affects``, ``impact``, ``impact_basis``, ``impact_metric``,
-``impact_inputs``, ``impact_reason``, ``evidence``, ``sites``, ``fix``, ``avoid``, ``versions``),
+``impact_inputs``, ``impact_reason``, ``evidence``, ``sites``, ``fix``, ``avoid``, ``versions``, ``checks``),
 ``hardware``, ``roofline`` (``ceiling_tok_s``, ``assumptions``, ...), ``problems``, ``skipped``,
 ``sources``, ``fixed_command``, ``open_questions``, ``ordering`` (how the findings are ordered, a
 sentence: by size only when something was estimated).
@@ -40,7 +40,8 @@ PARTS = {"decode step": "decode tok/s", "verify": "decode tok/s", "draft": "deco
          "queueing": "throughput under load"}
 METRICS = ("decode tok/s", "time to first token", "throughput under load")
 # How an estimate was reached, best first: findings are ordered by this, then by size.
-BASES = ("measured", "modelled", "not estimated")
+# "from the source": the release's own code decides it (a refusal that holds for every request of the launch).
+BASES = ("measured", "from the source", "modelled", "not estimated")
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,10 @@ class Impact:
     def rank(self) -> tuple[int, int, float, int]:
         """Estimated (measured or modelled) before not estimated; within each, decode tok/s (the
         single-stream symptom) before time to first token and throughput under load; then the larger
-        first, and measured before modelled at the same size. A measured ~0% never outranks a modelled 8%."""
-        return (self.share is None, METRICS.index(self.metric), -round(self.share or 0.0, 3),
-                BASES.index(self.basis))
+        first, and measured before modelled at the same size. A measured ~0% never outranks a modelled 8%,
+        and an estimate of exactly nothing (a fix the source says cannot pay) comes last."""
+        place = 1 if self.share is None else (2 if self.share == 0.0 else 0)
+        return (place, METRICS.index(self.metric), -round(self.share or 0.0, 3), BASES.index(self.basis))
 
     def to_dict(self) -> dict:
         return {"impact": None if self.share is None else round(self.share, 3), "impact_basis": self.basis,
@@ -126,6 +128,7 @@ class Finding:
     avoid: list[str] = field(default_factory=list)
     versions: str = ""
     affects: tuple[str, ...] = ()
+    checks: list[tuple[Change, str]] = field(default_factory=list)  # predicted to buy nothing: (change, why)
 
     @property
     def impact(self) -> float | None:
@@ -147,7 +150,8 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "affects": list(self.affects), **self.estimate.to_dict(),
                 "evidence": list(self.evidence), "sites": list(self.sites), "fix": self.fix,
-                "avoid": list(self.avoid), "versions": self.versions}
+                "avoid": list(self.avoid), "versions": self.versions,
+                "checks": [{"change": str(c), "predicted": "no change", "why": why} for c, why in self.checks]}
 
 
 @dataclass
@@ -244,6 +248,9 @@ class Diagnosis:
                 out.append(_wrap(f"fix: {line}", width, "   ", "     "))
             for line in f.avoid:
                 out.append(_wrap(f"do not: {line}", width, "   ", "     "))
+            for change, why in f.checks:
+                out.append(_wrap(f"check: {change} is predicted to change nothing here ({why}); measure it to "
+                                 "confirm, as notebook 04 does", width, "   ", "     "))
         if not self.findings and not self.unanswered:
             out.append("\nno rule found throughput left on the table.")
         elif not self.findings:
@@ -282,7 +289,8 @@ class Diagnosis:
             f"<td><ul>{''.join(f'<li>{html.escape(e)}</li>' for e in f.evidence)}</ul>"
             f"{'<small>' + html.escape(', '.join(f.sites)) + '</small>' if f.sites else ''}</td>"
             f"<td>{'<br>'.join(f'<code>{html.escape(x)}</code>' for x in f.fix)}"
-            f"{''.join(f'<br><i>do not:</i> {html.escape(a)}' for a in f.avoid)}</td></tr>"
+            f"{''.join(f'<br><i>do not:</i> {html.escape(a)}' for a in f.avoid)}"
+            f"{_checks_html(f)}</td></tr>"
             for n, f in enumerate(self.findings, 1))
         head = (f"<p><b>sgl-kit doctor</b>: {html.escape(self.target)}, sglang "
                 f"{html.escape(self.version or '?')}: {len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}</p>")
@@ -340,3 +348,8 @@ def _wrap(text: str, width: int, first: str, rest: str) -> str:
 
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
+
+
+def _checks_html(finding) -> str:
+    return "".join(f"<br><i>check:</i> <code>{html.escape(str(c))}</code> predicted to change nothing "
+                   f"({html.escape(why)})" for c, why in finding.checks)

@@ -58,6 +58,9 @@ class Rule:
     covers: Callable[[Case], set[str]] = lambda case: set()
     after: str = ""  # "findings": runs after every rule that does not read findings
     gpu_only: bool = False  # True: with no GPU (Case.no_gpu) it reports, says it does not apply, prescribes nothing
+    # changes the release's source says buy nothing for this launch: offered to measure (a prediction to check),
+    # never as a fix; each with the reason
+    checks: Callable[[Case], list[tuple[Change, str]]] = lambda case: []
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.affects if p not in PARTS]

@@ -61,6 +61,11 @@ def _prefill_off(case: Case) -> list[str] | None:
     rest = [f"{s.rule} ({s.status})" for s in chain if not s.fired]
     if rest:
         out.append("the other rules of the chain, in order: " + "; ".join(rest))
+    from .mechanism import chain as gate_chain
+
+    restored = gate_chain(case, "prefill-graph", restored=True)
+    if restored is not None and restored.blocking is not None:
+        out.append(f"turned back on, it would be captured and never replayed: {restored.sentence()}")
     if exp is not None and not any(s.fired for s in chain):
         out.append(f"no rule of sglang {case.ev.version}'s chain was found to fire: "
                    f"`sgl-kit why {name}` shows every site")
@@ -85,40 +90,64 @@ def _reads_config(site) -> bool:
 
 
 def _prefill_impact(case: Case) -> Impact:
-    """The prefill (piecewise) graph runs extend and prefill batches; which modes it refuses, and
-    where verify runs, are read from this version's graph runners (kit.doctor.mechanism)."""
-    from .mechanism import graph_coverage
+    """Whether the prefill graph would run for this launch if it were on is read from this version's
+    source (kit.doctor.mechanism, kit.provenance.gates): every refusal of its setup and of its per-batch
+    gate, evaluated against the launch with the switch flipped. A refusal that holds for every request
+    makes the fix worth nothing here, read from the source; otherwise its gain on time to first token is
+    not estimated, and the measurement that would tell is named."""
+    from .mechanism import chain
 
-    coverage = graph_coverage(case.ev.tree)
+    restored = chain(case, "prefill-graph", restored=True)
     ttft = (case.ev.bench or {}).get("ttft_ms")
     would = [f"time to first token with {case.option('enforce_piecewise_cuda_graph') or 'the graph on'} "
              "against this launch (sgl-kit bench on both, or notebook 04)"]
     measured = f"; the measured time to first token is {ttft:.0f} ms ({case.ev.bench['source']}), the most it " \
                "could lower" if ttft else ""
-    if coverage is not None and coverage.verify_outside_piecewise and case.speculative:
-        return not_estimated(f"it speeds up extend and prefill batches (time to first token, chunked prefill, mixed "
-                             f"batches under load), not single-stream decode: in sglang {case.ev.version} "
-                             f"{coverage.sentence()}{measured}", "time to first token", *would)
-    if coverage is not None and coverage.decode_modes and not case.speculative:
-        return not_estimated(f"decode runs in the decode graph ({', '.join(coverage.decode_modes)}, "
-                             f"{coverage.decode_modes_site}); the prefill graph covers extend and prefill batches "
-                             f"only{measured}", "time to first token", *would)
-    return not_estimated("it covers extend and prefill batches; which forward modes it covers in this version was "
-                         f"not read ({'; '.join(coverage.notes) if coverage else 'no sglang source'}){measured}",
+    if restored is not None and restored.blocking is not None:
+        block = restored.blocking
+        facts = "; ".join(f for f in restored.facts if "capture_hidden_mode" in f) if "capture_hidden_mode" in \
+            block.text else ""
+        return Impact(0.0, "from the source",
+                      f"restoring it buys nothing here: in sglang {case.ev.version} {block.function} refuses "
+                      f"{restored.batch} at {block.where} (`{block.text}`)" + (f": {facts}" if facts else "")
+                      + "; the graph would be captured (time and memory at startup) and never replayed",
+                      "time to first token", (f"{block.where}: {block.text}",))
+    if restored is not None and restored.read:
+        open_ = "; ".join(f"`{s.text}` ({s.where}: {s.reason})" for s in restored.undecided[:3])
+        return not_estimated(f"it speeds up extend and prefill batches (time to first token, chunked prefill), not "
+                             f"decode; in sglang {case.ev.version} no refusal of its gate holds for every request of "
+                             f"this launch" + (f", and these cannot be decided from the evidence: {open_}" if open_ else "")
+                             + measured, "time to first token", *would,
+                             "the server's log after the change: sglang logs the capture's end, or which check "
+                             "disabled it")
+    return not_estimated("it covers extend and prefill batches; whether it would run for this launch was not read "
+                         f"({'; '.join(restored.notes) if restored is not None else 'no sglang source'}){measured}",
                          "time to first token", *would)
 
 
 def _prefill_fix(case: Case) -> Fix:
-    from kit.provenance import escapes, refusals
+    from kit.provenance import escapes
+
+    from .mechanism import chain as gate_chain
 
     name = _prefill_field(case)
     changes, advice, avoid = [], [], []
     switch = next((f for f in _PREFILL_SWITCHES if case.asked(f)), None)
     if switch is not None:
         return [Change(case.option(switch) or "--" + switch.replace("_", "-"), remove=True)], [], []
+    restored = gate_chain(case, "prefill-graph", restored=True)
     exp = case.explain(name)
     found = escapes(case.ev.tree, exp) if exp is not None else []
     chain = [s for s in exp.sites if s.rule] if exp is not None else []
+    if restored is not None and restored.blocking is not None:
+        block = restored.blocking
+        advice.append(f"restoring it would not help in sglang {case.ev.version}: {block.function} refuses "
+                      f"{restored.batch} at {block.where} (`{block.text}`); no flag of this release changes that")
+        advice += _prefill_later(case)
+        if found:
+            avoid.append(f"{_escape_risk(case, found[0], chain)}; here it would also capture a graph that never "
+                         "replays")
+        return [], advice, avoid + _language_only(case)
     if not found and chain and not any(s.fired for s in chain):
         # No rule was found to fire (a guard the evidence cannot decide): an early return before every
         # rule of the chain is the escape whichever of them fired.
@@ -130,18 +159,90 @@ def _prefill_fix(case: Case) -> Fix:
                           "holds whichever rule fired")
     if found:
         changes.append(Change(found[0].option))
+        advice.append(f"its risk: {_escape_risk(case, found[0], chain)}; the lasting way is a release that keeps "
+                      "the prefill graph for this model without it (sgl-kit upgrade-diff)")
     elif name == "cuda_graph_config.prefill.backend" and case.option("cuda_graph_backend_prefill"):
         changes.append(Change(case.option("cuda_graph_backend_prefill"), "breakable"))
     else:
         advice.append(f"sglang {case.ev.version} has no flag that skips the rule that fired; "
                       "change what the rule tests, or upgrade to a release that keeps the prefill graph")
-    if "language_only" in case.fields and case.ev.tree is not None:
-        refused = [r for r in refusals(case.ev.tree, case.ev.args, {"language_only": True},
-                                       case.ev.model_config) if r.status == "fired"]
-        if refused:
-            avoid.append(f"--language-only: sglang {case.ev.version} refuses it at startup without "
-                         f"--encoder-urls ({refused[0].where}: \"{refused[0].message[:90]}\")")
-    return changes, advice, avoid
+    return changes, advice, avoid + _language_only(case)
+
+
+def _language_only(case: Case) -> list[str]:
+    from kit.provenance import refusals
+
+    if "language_only" not in case.fields or case.ev.tree is None:
+        return []
+    refused = [r for r in refusals(case.ev.tree, case.ev.args, {"language_only": True},
+                                   case.ev.model_config) if r.status == "fired"]
+    if not refused:
+        return []
+    return [f"--language-only: sglang {case.ev.version} refuses it at startup without "
+            f"--encoder-urls ({refused[0].where}: \"{refused[0].message[:90]}\")"]
+
+
+def _prefill_checks(case: Case) -> list[tuple[Change, str]]:
+    """The switch back on, when the source says the graph would not replay: a prediction to measure."""
+    from kit.provenance import escapes
+
+    from .mechanism import chain as gate_chain
+
+    restored = gate_chain(case, "prefill-graph", restored=True)
+    name = _prefill_field(case)
+    exp = case.explain(name) if name else None
+    if restored is None or restored.blocking is None or exp is None:
+        return []
+    found = escapes(case.ev.tree, exp)
+    if not found:
+        return []
+    block = restored.blocking
+    return [(Change(found[0].option), f"{block.function} refuses {restored.batch} at {block.where} "
+                                      f"(`{block.text}`)")]
+
+
+def _escape_risk(case: Case, escape, chain) -> str:
+    """What the escape skips: every rule of the chain, whatever each of them protects."""
+    spec = next((f for f in (case.flags or []) if f.name == escape.option), None)
+    said = f" (its help: \"{spec.help.strip()}\")" if spec is not None and spec.help else ""
+    rules = [s.rule for s in chain if s.rule and not _own_branch(s, escape.field)]
+    listed = "; ".join(rules[:5]) + (f"; and {len(rules) - 5} more" if len(rules) > 5 else "")
+    skipped = f" ({len(rules)} here: {listed})" if rules else ""
+    return (f"{escape.option}{said} returns at {escape.where} before every rule of the chain{skipped}: the graph "
+            "stays on wherever any of them would turn it off, for speed or for correctness")
+
+
+def _prefill_later(case: Case) -> list[str]:
+    """What later releases of sglang do with this refusal, from kit/data/mechanism_history.yaml."""
+    from kit._data import DATA, load_yaml
+
+    from .rulebase import version_in
+
+    history = (load_yaml(DATA / "mechanism_history.yaml") or {}).get("prefill-graph") or []
+    algo = str(case.value("speculative_algorithm") or "").upper()
+    out = []
+    for entry in history:
+        if entry.get("when") == "speculative" and not case.speculative:
+            continue
+        if version_in(case.ev.version, entry["versions"]):
+            continue
+        if entry.get("verdict") != "replays" or not _later_than(entry["versions"], case.ev.version):
+            continue
+        how = f" with {entry['flag']}" if entry.get("flag") else ""
+        out.append(f"from sglang {entry['first']}{how} the {algo or 'speculative'} target's prefill graph replays: "
+                   f"{entry['what']} ({entry['site']} in {entry['first']}; {entry['source']})")
+    return out
+
+
+def _later_than(spec: str, version: str | None) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        low = [Version(s.version) for s in SpecifierSet(spec) if s.operator in (">=", ">")]
+        return bool(low) and version is not None and min(low) > Version(version)
+    except (InvalidVersion, ValueError):
+        return False
 
 
 rule(Rule(
@@ -150,7 +251,7 @@ rule(Rule(
     when=_prefill_off, impact=_prefill_impact, fix=_prefill_fix,
     sites=lambda case: _where(s for s in case.fired(_prefill_field(case) or "") if s.rule),
     affects=("prefill/extend",), covers=lambda case: {_prefill_field(case) or "disable_piecewise_cuda_graph"},
-    gpu_only=True))
+    gpu_only=True, checks=_prefill_checks))
 
 
 def _decode_field(case: Case) -> str | None:

@@ -22,17 +22,7 @@ _REGRESSIONS = Path(__file__).resolve().parent.parent / "data" / "regressions.ya
 # --------------------------------------------------------------------------- which GPUs TP uses
 
 def _tp_gpus(case: Case) -> tuple[list[str], str]:
-    """The topology names (GPU0, GPU1, ...) of the GPUs the TP ranks run on, and how that was decided."""
-    tp = case.tp
-    visible = (case.ev.environ or {}).get("CUDA_VISIBLE_DEVICES")
-    base, step = int(case.value("base_gpu_id") or 0), int(case.value("gpu_id_step") or 1)
-    ids = [str(i) for i in range(64)]
-    how = "GPU 0.. (no CUDA_VISIBLE_DEVICES)"
-    if visible:
-        ids = [v.strip() for v in visible.split(",") if v.strip()]
-        how = f"CUDA_VISIBLE_DEVICES={visible}"
-    chosen = [ids[base + i * step] for i in range(tp) if base + i * step < len(ids)]
-    return [f"GPU{c}" for c in chosen if c.isdigit()], how + f", base_gpu_id {base}, tp_size {tp}"
+    return case.tp_gpus()
 
 
 def _worst(topo, gpus: list[str]) -> tuple[int, str]:

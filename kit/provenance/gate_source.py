@@ -47,6 +47,9 @@ def worker_extend_modes(tree, modules, ev: Evaluator, worker: Stated) -> list[tu
                         continue
                     last = max(sets, key=lambda a: a.lineno)
                     expr, line = last.value, last.lineno
+                    if isinstance(expr, ast.Name):
+                        local = local_assignment(func, expr.id, last.lineno)
+                        expr, line = (local.value, local.lineno) if local is not None else (expr, line)
                 else:
                     continue
                 value = ev.ev(expr, env)
