@@ -514,6 +514,7 @@ class FixStep:
     flags: list[str]  # the server's flags with this step and every earlier one applied
     sites: list[str] = field(default_factory=list)  # the sglang file:line behind the finding
     machine: list[str] = field(default_factory=list)  # machine changes so far (the lab stands in for them)
+    predicted: str = ""  # a check, not a fix: the source says it changes nothing here, and why
 
     @property
     def command(self) -> str:
@@ -525,9 +526,11 @@ class FixStep:
         return _step_label(self)
 
 
-def fix_plan(diagnosis, server) -> list[FixStep]:
+def fix_plan(diagnosis, server, *, checks: bool = True) -> list[FixStep]:
     """One step per finding whose fix is a change of flags, in the doctor's order (largest first),
-    each with the flags of every earlier step: the launch to try at that step."""
+    each with the flags of every earlier step: the launch to try at that step. With ``checks``, then one
+    step per change the doctor predicts to change nothing (a finding's ``checks``, read from the source):
+    measured to confirm the prediction, on top of every fix."""
     from .server_args import server_flags
 
     flags = server_flags(server.argv)
@@ -545,13 +548,20 @@ def fix_plan(diagnosis, server) -> list[FixStep]:
         for change in changes:
             flags = change.apply(flags)
         steps.append(FixStep(finding.title, finding.id, changes, list(flags), list(finding.sites), list(machine)))
+    for finding in diagnosis.findings if checks else []:
+        for change, why in getattr(finding, "checks", []) or []:
+            flags = change.apply(flags)
+            steps.append(FixStep(finding.title, finding.id, [change], list(flags), list(finding.sites),
+                                 list(machine), predicted=f"no change: {why}"))
     return steps
 
 
 def describe_plan(plan: list[FixStep], diagnosis=None) -> str:
     """The plan, one line per step; with no step, why: the doctor's findings that do not apply here."""
     if plan:
-        return "\n".join(f"step {n}: {step.title}: {step.label}" for n, step in enumerate(plan, 1))
+        return "\n".join(f"step {n}: {step.title}: {step.label}" + (f" (a check: predicted {step.predicted})"
+                                                                   if step.predicted else "")
+                         for n, step in enumerate(plan, 1))
     idle = [f for f in getattr(diagnosis, "findings", []) or []
             if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
     lines = ["no step: the doctor found no change of flags to try on this server"]
@@ -624,6 +634,11 @@ class Validation:
                  f"(means of {first.run.totals['ok']} requests)."]
         for r in self.results[1:]:
             lines.append(f"+ {r.step.title} ({_step_label(r.step)}): {_effect(r)}.")
+            if r.step.predicted:
+                lines.append(f"  predicted {r.step.predicted.split(':', 1)[0]} ({r.step.predicted.split(': ', 1)[-1]}): "
+                             + ("the measurement agrees, a validated negative: do not ship this change here."
+                                if prediction_holds(r) else "the measurement disagrees: look again at the gate "
+                                "chain (sgl-kit gates) and at what else changed"))
         if self.ceiling_tok_s:
             lines.append(f"After: {self.after:.1f} tok/s, {self.after / self.ceiling_tok_s:.0%} of the single-stream "
                          f"ceiling ({self.ceiling_tok_s:.1f} tok/s at this accept length).")
@@ -661,6 +676,8 @@ class Validation:
                           "changes": [str(x) for x in r.step.changes] if r.step else [],
                           "machine": list(r.step.machine) if r.step else [],
                           "sites": list(r.step.sites) if r.step else [], "rate_tok_s": r.rate, "ttft_ms": r.ttft_ms,
+                          "predicted": r.step.predicted if r.step else "",
+                          "prediction_holds": prediction_holds(r) if r.step and r.step.predicted else None,
                           "run": str(r.run.path) if r.run is not None and getattr(r.run, "path", None) else None,
                           "vs_previous": c.to_dict() if c is not None else None,
                           "ttft_vs_previous": t.to_dict() if t is not None else None,
@@ -688,6 +705,11 @@ class Validation:
 
     def _repr_html_(self) -> str:
         return "<pre>" + html.escape(self.conclusion()) + "</pre>"
+
+
+def prediction_holds(r: StepResult) -> bool:
+    """A "no change" prediction holds when neither decode nor time to first token changed significantly."""
+    return all(c is None or c.verdict not in ("improved", "regressed") for c in (r.vs_previous, r.ttft_vs_previous))
 
 
 def _effect(r: StepResult) -> str:

@@ -36,8 +36,10 @@ def _lab_options(p: argparse.ArgumentParser, starts: bool) -> None:
                                                 "here, ~/.cache/sglang-investigation-kit/lab on an SSH host)")
     if not starts:
         return
-    p.add_argument("--variant", choices=("new", "old", "fixed"),
-                   help="the incident's launch to reproduce (default: new, the slow one)")
+    p.add_argument("--variant", choices=("new", "old", "fixed", "nospec", "nospec_fixed"),
+                   help="the incident's launch to reproduce (default: new, the slow one; old: 3 speculative steps; "
+                        "fixed: old with --enforce-piecewise-cuda-graph; nospec: no speculative decoding; "
+                        "nospec_fixed: nospec with --enforce-piecewise-cuda-graph)")
     p.add_argument("--port", type=int, default=None, help="HTTP port (default: 30000)")
     p.add_argument("--host", dest="bind", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--scenario", default="incident", help="throughput model in kit/data/scenarios (default: incident)")

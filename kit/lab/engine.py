@@ -298,7 +298,7 @@ class Engine:
             batch.append(gen)
             self._prefill(gen)
         if batch:
-            mode = "prefill_cuda_graph" if self.model.piecewise_cuda_graph else "prefill_none"
+            mode = "prefill_cuda_graph" if self.model.prefill_in_graph else "prefill_none"
             self.graph_passes[mode] = self.graph_passes.get(mode, 0) + 1
             self._log_prefill(batch)
             self._ensure_ticker()
@@ -506,5 +506,5 @@ class Engine:
             f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new}, #cached-token: {cached}, "
             f"token usage: {usage:.2f}, #running-req: {len(self.running) - len(batch)}, "
             f"#queue-req: {len(self.waiting)}, #pending-token: 0, "
-            f"cuda graph: {self.model.piecewise_cuda_graph}, input throughput (token/s): {new / seconds:.2f}"
+            f"cuda graph: {self.model.prefill_in_graph}, input throughput (token/s): {new / seconds:.2f}"
         )

@@ -28,7 +28,7 @@ from .api import LabApp
 from .engine import Engine
 from .http import new_event_loop, serve
 from .launches import LabArgsError, LaunchArgs, effective_args_for, sglang_source
-from .throughput import load_scenario, throughput_model
+from .throughput import load_scenario, prefill_replay, throughput_model
 
 log = logging.getLogger("kit.lab")
 PROG = "launch_server.py"
@@ -124,7 +124,8 @@ def _model_config(fields: dict) -> dict:
                             "(sgl-kit lab up writes one under models/)") from None
 
 
-def _startup_lines(resolution: LaunchArgs, fields: dict, scenario, model, version: str, config: dict) -> None:
+def _startup_lines(resolution: LaunchArgs, fields: dict, scenario, model, version: str, config: dict,
+                   chain=None) -> None:
     how = ("the dry-run" if resolution.method == "dry-run"
            else f"the dry-run's snapshot of the {resolution.variant!r} launch ({Path(resolution.source).name})")
     log.info(f"sgl-kit lab: a stand-in for sglang {version}. Arguments resolved by {how}. Tokens come from "
@@ -146,6 +147,14 @@ def _startup_lines(resolution: LaunchArgs, fields: dict, scenario, model, versio
                f"max_running_requests={model.max_running}, "
                f"context_len={fields.get('context_length') or scenario.params['model']['context_length']}, "
                f"available_gpu_mem=6.35 GB")
+    if model.piecewise_cuda_graph:
+        # the lines real sglang logs when it captures the prefill graph (model_runner.init_piecewise_cuda_graphs),
+        # with the stand-in's own figures: it captures nothing
+        sched.info("Capture piecewise CUDA graph begin. avail mem=6.35 GB")
+        sched.info("Capture piecewise CUDA graph end. Time elapsed: 0.00 s. mem usage=0.00 GB. avail mem=6.35 GB.")
+        if model.prefill_graph_replays is False and chain is not None and chain.blocking is not None:
+            log.info(f"sgl-kit lab: the prefill graph is captured but its gate refuses every prefill batch of this "
+                     f"launch, so prefill runs eagerly ({chain.blocking.where}: `{chain.blocking.text}`)")
 
 
 def _quiet_gc(loop: asyncio.AbstractEventLoop) -> None:
@@ -233,15 +242,16 @@ def main(argv: list[str] | None = None) -> int:
         resolution = effective_args_for(argv, tree)
         fields = resolution.fields
         scenario = load_scenario()
-        model = throughput_model(scenario, fields)
         config = _model_config(fields)
+        replays, chain = prefill_replay(tree.root, fields, config)
+        model = throughput_model(scenario, fields, prefill_replays=replays)
     except (LabArgsError, KitError) as exc:
         sys.stderr.write(f"{PROG}: error: {exc.message}\n" + (f"  -> {exc.hint}\n" if exc.hint else ""))
         return 2
     scheduling = _raise_priority()  # before the log thread starts, so that it shares the priority
     writer = _configure_logging(str(fields.get("log_level") or "info"))
     version = tree.version or "?"
-    _startup_lines(resolution, fields, scenario, model, version, config)
+    _startup_lines(resolution, fields, scenario, model, version, config, chain)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     max_tokens = int(scenario.params["model"].get("max_total_num_tokens", 460000))

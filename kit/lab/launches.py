@@ -164,7 +164,7 @@ def load_launches(version: str, directory: str | os.PathLike | None = None,
     found = [_read_launch(p) for p in sorted(base.glob("*.json"))]
     launches = [x for x in found if x is not None and x.sglang_version == version
                 and x.scenario in ("", scenario)]
-    order = {"new": 0, "old": 1, "fixed": 2}
+    order = {"new": 0, "old": 1, "fixed": 2, "nospec": 3, "nospec_fixed": 4}
     return sorted(launches, key=lambda x: (order.get(x.variant, 9), x.variant))
 
 

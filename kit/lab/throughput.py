@@ -22,7 +22,7 @@ from typing import Any
 from kit.errors import KitError
 
 __all__ = ["MACHINE_ENV", "SCENARIO_ENV", "Scenario", "machine_fixes", "ThroughputModel", "allreduce_ms", "custom_all_reduce_on", "load_scenario",
-           "scenario_names", "throughput_model"]
+           "prefill_replay", "scenario_names", "throughput_model"]
 
 SCENARIO_ENV = "SGL_KIT_LAB_SCENARIO"
 # Changes to the machine the lab stands in for (comma-separated keys of the scenario's
@@ -91,12 +91,20 @@ class ThroughputModel:
     prefill_base_s: float
     prefill_per_token_s: float
     max_running: int
-    piecewise_cuda_graph: bool
+    piecewise_cuda_graph: bool  # captured at startup (not turned off)
     cuda_graph: bool
     # With speculative decoding, the extend batch also runs the draft model over the prompt (its
     # "draft prefill") before the first token is streamed; the step count does not enter it.
     draft_extend_base_s: float = 0.0
     draft_extend_per_token_s: float = 0.0
+    # Whether the captured prefill graph runs for the target's prefill batches: sglang's own gate decides
+    # (kit.provenance.gates, evaluated for the launch when the server starts); None when it was not read.
+    prefill_graph_replays: bool | None = None
+
+    @property
+    def prefill_in_graph(self) -> bool:
+        """Prefill batches run in the prefill graph: it is captured and its gate does not refuse them."""
+        return self.piecewise_cuda_graph and self.prefill_graph_replays is not False
 
     def __repr__(self) -> str:
         return (f"<ThroughputModel {self.expected_tok_s():.1f} tok/s per stream at batch 1: round "
@@ -154,10 +162,13 @@ class ThroughputModel:
         return math.exp(rng.gauss(-0.5 * self.jitter**2, self.jitter))
 
 
-def throughput_model(scenario: Scenario, args: Mapping[str, Any]) -> ThroughputModel:
-    """The speed of a server that runs with these effective arguments."""
+def throughput_model(scenario: Scenario, args: Mapping[str, Any], prefill_replays: bool | None = None) -> ThroughputModel:
+    """The speed of a server that runs with these effective arguments. ``prefill_replays``: whether the
+    prefill graph's gate lets the target's prefill batches replay it (False: captured, never replayed,
+    so prefill runs eagerly; see prefill_replay)."""
     dec, pre = scenario.params["decode"], scenario.params["prefill"]
     piecewise = not bool(args.get("disable_piecewise_cuda_graph", False))
+    in_graph = piecewise and prefill_replays is not False
     cuda_graph = not bool(args.get("disable_cuda_graph", False))
     steps = int(args.get("speculative_num_steps") or 0) if args.get("speculative_algorithm") else 0
     graph = ("cuda_graph", "eager")
@@ -170,7 +181,7 @@ def throughput_model(scenario: Scenario, args: Mapping[str, Any]) -> ThroughputM
     first, decay = float(dec["first_draft_accept"]), float(dec["accept_decay"])
     probs = tuple(first * decay**i for i in range(steps))
     on_off = ("piecewise_cuda_graph_on", "piecewise_cuda_graph_off")
-    per_token = _on_off(pre["ms_per_token"], piecewise, *on_off)
+    per_token = _on_off(pre["ms_per_token"], in_graph, *on_off)
     extend = pre.get("draft_extend") or {}
     return ThroughputModel(
         round_s=round_s / 1e3,
@@ -179,14 +190,38 @@ def throughput_model(scenario: Scenario, args: Mapping[str, Any]) -> ThroughputM
         accept_probs=probs,
         jitter=float(dec.get("jitter", 0.0)),
         batch_slowdown=float(dec.get("batch_slowdown", 0.0)),
-        prefill_base_s=_on_off(pre["base_ms"], piecewise, *on_off) / 1e3,
+        prefill_base_s=_on_off(pre["base_ms"], in_graph, *on_off) / 1e3,
         prefill_per_token_s=per_token / 1e3,
         max_running=_max_running(dec, args),
         piecewise_cuda_graph=piecewise,
         cuda_graph=cuda_graph,
         draft_extend_base_s=float(extend.get("base_ms", 0.0)) / 1e3 if steps else 0.0,
         draft_extend_per_token_s=per_token * float(extend.get("compute_share", 0.0)) / 1e3 if steps else 0.0,
+        prefill_graph_replays=prefill_replays,
     )
+
+
+def prefill_replay(package_dir: str, args: Mapping[str, Any], model_config: Mapping | None,
+                   gpu_vendor: str = "nvidia"):
+    """Whether sglang's prefill graph would replay for this launch's text prefill batches, read by
+    kit.provenance.gates from the sglang source at ``package_dir``: (replays, the chain). The stand-in
+    has no model object: the setup checks that read the loaded model stay unknown and are taken to pass;
+    every check the arguments decide is read. (None, None) when the source cannot be read."""
+    from kit.hosts import LocalHost
+    from kit.provenance.gates import gate_chain
+    from kit.source import SourceTree
+
+    probes = {"is_cuda": gpu_vendor == "nvidia", "is_hip": gpu_vendor == "amd", "is_npu": False, "is_cpu": False,
+              "is_xpu": False, "is_mps": False}
+    try:
+        tree = SourceTree.at(LocalHost(), package_dir)
+        chain = gate_chain(tree, "prefill-graph", dict(args), dict(model_config or {}) or None, probes=probes)
+    except KitError:
+        return None, None
+    if not chain.read:
+        return None, chain
+    gate = [s for s in chain.steps if s.stage == "gate"]
+    return not any(s.verdict == "refuses" for s in gate), chain
 
 
 def machine_fixes(scenario: Scenario, applied: str | None = None) -> list[Mapping[str, Any]]:

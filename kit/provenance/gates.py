@@ -275,7 +275,11 @@ class _Reader:
                         with _parameters(ev, bind):
                             (site,) = explain_write(module, Write(stmt, "return", "", stmt.value, stmt.lineno),
                                                     self.index.parents(module), ev)
-                        sites.append((runner, site.status, f"{_short(module.display)}:{stmt.lineno}"))
+                        # its own branch decides which class, whatever the setup's earlier refusals did
+                        own = [g.passes for g in site.guards if g.kind in ("if", "else")]
+                        status = "not fired" if False in own else ("fired" if all(p is True for p in own)
+                                                                   else "unknown")
+                        sites.append((runner, status, f"{_short(module.display)}:{stmt.lineno}"))
         fired = [s for s in sites if s[1] == "fired"]
         if fired:
             return fired[0][0]
