@@ -150,3 +150,121 @@ def test_evidence_from_pasted_files_keeps_what_it_read_and_says_what_not(tmp_pat
     env.write_text("env:\n  - name: NCCL_P2P_DISABLE\n    value: \"1\"\n  - name: HOME\n    value: /root\n")
     ev = from_files(environ=str(env))
     assert ev.environ == {"NCCL_P2P_DISABLE": "1"} and "env blocks" in ev.sources["environ"]
+
+
+# --------------------------------------------------------------------------- the incident, pasted
+
+PASTE = Path(__file__).parent / "data" / "paste" / "incident-issue.md"  # written for the tests: SOURCES.md there
+CONFIG = ROOT / "kit" / "data" / "lab" / "Qwen3.6-27B" / "config.json"
+
+
+def _roofline_line(text: str) -> str:
+    return next(line for line in text.splitlines() if "decode roofline" in line)
+
+
+def test_doctor_on_the_pasted_incident_without_its_config():
+    """No --sglang, no --model-config: the version comes from the text, the launch is read with
+    that version's flags, the roofline from the launch, the nvidia-smi paste and the Decode lines,
+    and one line says what the steps check lacks."""
+    proc = sgl_kit(None, "doctor", "--paste", str(PASTE))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    flat = " ".join(out.split())
+    assert flat.startswith(f"sgl-kit doctor: files, sglang 0.5.11 (stated in {PASTE} line 7, also line 45): "
+                           "0 findings")
+    assert "needs sglang's flag table" not in flat and "no launch command" not in flat
+    assert "not understood" not in flat  # `$ nvidia-smi` starts the table's output
+    assert "2x NVIDIA RTX A6000, tp=2, 1 speculative step(s), accept 1.75" in _roofline_line(out)
+    config_lines = [p for p in flat.split(" - ") if p.startswith("no model config.json")]
+    assert len(config_lines) == 1
+    said = config_lines[0]
+    assert "speculative-steps check" in said and "--model-config FILE" in said
+    assert "/root/models/Qwen3.6-27B/config.json" in said and "Hugging Face hub" in said
+    assert "the launch with every fix" not in flat  # no fix, so no "fixed" launch identical to the input
+    data = json.loads(sgl_kit(None, "doctor", "--paste", str(PASTE), "--json").stdout)
+    assert data["sglang_version"] == "0.5.11" and data["sources"]["version"].startswith(f"stated in {PASTE} line 7")
+    assert data["findings"] == []
+
+
+def test_doctor_on_the_pasted_incident_with_its_config_finds_the_steps():
+    proc = sgl_kit(None, "doctor", "--paste", str(PASTE), "--model-config", str(CONFIG), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    steps = next(f for f in data["findings"] if f["id"] == "speculative-steps-low")
+    assert any("accept length 1.75 with 1 step(s)" in line for line in steps["evidence"])
+    assert "--speculative-num-steps 3" in data["fixed_command"] and "--tp 2" in data["fixed_command"]
+    assert data["roofline"]["tp"] == 2 and data["roofline"]["accept_length"] == 1.75
+    assert not any("model config" in p for p in data["problems"])
+    text = sgl_kit(None, "doctor", "--paste", str(PASTE), "--model-config", str(CONFIG)).stdout
+    assert "the launch with every fix:" in text
+
+
+def test_doctor_paste_with_no_version_anywhere_says_so_once(tmp_path):
+    """The incident paste with its two version statements taken out (and the comment that labels it)."""
+    lines = PASTE.read_text().split("\n")
+    kept = [line for line in lines[3:] if "0.5.11" not in line]
+    assert len(lines) - 3 - len(kept) == 2
+    paste = tmp_path / "issue.md"
+    paste.write_text("\n".join(kept))
+    proc = sgl_kit(None, "doctor", "--paste", str(paste))
+    assert proc.returncode == 0, proc.stderr
+    flat = " ".join(proc.stdout.split())
+    assert proc.stdout.startswith("sgl-kit doctor: files, sglang (version unknown):")
+    assert flat.count("--sglang VERSION") == 1 and "no sglang version anywhere in the evidence" in flat
+    assert "no launch command" not in flat and "needs sglang's flag table" not in flat
+    assert "2x NVIDIA RTX A6000, tp=2, 1 speculative step(s), accept 1.75" in _roofline_line(proc.stdout)
+
+
+def test_a_version_in_the_text_loses_to_sglang_given_and_is_said(tmp_path):
+    paste = tmp_path / "issue.md"
+    paste.write_text(PASTE.read_text().replace("moved the box to sglang 0.5.11", "moved the box to sglang 0.5.12"))
+    data = json.loads(sgl_kit(None, "doctor", "--paste", str(paste), "--json").stdout)
+    assert data["sglang_version"] == "0.5.12" and data["sources"]["version"].startswith(f"stated in {paste} line 7")
+    assert any("different sglang versions (0.5.12 at line 7; 0.5.11 at line 45)" in p for p in data["problems"])
+    data = json.loads(sgl_kit(None, "doctor", "--paste", str(paste), "--sglang", "0.5.11", "--json").stdout)
+    assert data["sglang_version"] == "0.5.11" and data["sources"]["version"] == "--sglang"
+    assert any(f"the text states sglang 0.5.12 ({paste} line 7); read with 0.5.11, from --sglang" in p
+               for p in data["problems"])
+
+
+@pytest.mark.parametrize("form, line", [
+    ("check_env", "sglang: 0.5.11"),
+    ("docker image", "docker pull lmsysorg/sglang:v0.5.11-cu129"),
+    ("pip", "sglang==0.5.11"),
+])
+def test_the_version_from_each_form_reads_the_launch(tmp_path, form, line):
+    """The incident paste with its prose versions replaced by one line of another form."""
+    text = PASTE.read_text().replace(" to sglang 0.5.11.", ".").replace("sglang 0.5.11 (pip), ", "")
+    paste = tmp_path / "issue.md"
+    paste.write_text(text.replace("### Environment\n", f"### Environment\n\n```\n{line}\n```\n"))
+    data = json.loads(sgl_kit(None, "doctor", "--paste", str(paste), "--json").stdout)
+    assert data["sglang_version"] == "0.5.11" and f"({form})" in data["sources"]["version"]
+    assert data["roofline"]["tp"] == 2  # the launch's --tp 2, read with 0.5.11's flag table
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda p: p.write_bytes(b""), "it is empty"),
+    (lambda p: p.write_bytes(bytes(range(256)) * 8), "it is binary (2,048 bytes, with NUL bytes), not text"),
+    (lambda p: p.write_bytes(bytes(range(0x80, 0x100)) * 16), "neither UTF-8 text nor white space"),
+    (None, "not text"),  # a real executable: this interpreter
+])
+def test_a_paste_that_is_no_text_is_one_line_and_fails(tmp_path, make, said):
+    path = tmp_path / "blob"
+    if make is None:
+        path = Path(sys.executable).resolve()
+    else:
+        make(path)
+    proc = sgl_kit(None, "doctor", "--paste", str(path))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert said in proc.stderr and "a paste is the text of an issue" in proc.stderr
+
+
+def test_a_log_that_is_no_text_is_said_not_counted(tmp_path):
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)) * 8)
+    proc = sgl_kit(None, "doctor", "--log", str(blob))
+    assert proc.returncode == 2 and "binary" in proc.stderr and "lines read" not in proc.stderr
+    proc = sgl_kit(None, "doctor", "--log", str(blob), "--paste", str(PASTE), "--json")  # the rest still counts
+    assert proc.returncode == 0, proc.stderr
+    assert any(p.startswith(f"--log {blob}: it is binary") for p in json.loads(proc.stdout)["problems"])

@@ -16,7 +16,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kit.hosts import LocalHost
-from kit.server_args import flag_table, parse_command, read_launch_text, split_paste, strip_markdown
+from kit.server_args import (
+    choose_version,
+    flag_table,
+    parse_command,
+    read_launch_text,
+    split_paste,
+    stated_versions,
+    strip_markdown,
+)
 from kit.source import SourceTree
 
 INCIDENTS = Path(__file__).resolve().parent.parent / "data" / "incidents"
@@ -355,3 +363,82 @@ def test_a_config_file_is_named_as_evidence_not_in_the_text(flags):
     found, launch = _one("python -m sglang.launch_server --config /etc/sglang.yaml --tp 2", flags)
     assert launch.explicit == {"config": "/etc/sglang.yaml", "tp_size": 2}
     assert any(p.flag == "--config" and "not in the text" in p.why for p in found.all_problems())
+
+
+# --------------------------------------------------------------------------- a whole issue, as pasted
+
+PASTES = Path(__file__).resolve().parent / "data" / "paste"
+
+
+def test_the_incident_paste_is_split_with_its_prompt_and_its_version():
+    """tests/data/paste/incident-issue.md (written for the tests from the incident's facts)."""
+    paste = split_paste((PASTES / "incident-issue.md").read_text())
+    assert [(p.kind, p.where) for p in paste.pieces] == [
+        ("launch", "lines 15-31"), ("decode", "lines 37-40"), ("nvidia_smi", "lines 48-73")]
+    smi = paste.of("nvidia_smi")[0]
+    assert smi.command == "nvidia-smi" and smi.prompt == 48 and smi.start == 49  # the prompt starts the output
+    assert paste.not_understood == []
+    # line 2 says 0.5.11 too, inside the HTML comment that labels the file: comments are not read
+    assert [(s.version, s.line, s.form) for s in paste.versions] == [("0.5.11", 7, "text"), ("0.5.11", 45, "text")]
+
+
+@pytest.mark.parametrize("prompt", ["$ nvidia-smi", "# nvidia-smi", "user@host:~$ nvidia-smi",
+                                    "(venv) root@gpu-box:/workspace# nvidia-smi", "% nvidia-smi"])
+def test_a_shell_prompt_introduces_the_output_below_it(prompt):
+    """The incident paste's nvidia-smi table under each kind of prompt (the prompt lines written for this test)."""
+    table = (PASTES / "incident-issue.md").read_text().split("\n")[48:73]
+    paste = split_paste("```\n" + prompt + "\n" + "\n".join(table) + "\n```\n")
+    assert [(p.kind, p.command, p.where) for p in paste.pieces] == [("nvidia_smi", "nvidia-smi", "lines 2-27")]
+    assert paste.not_understood == []
+
+
+def test_a_prompt_with_no_output_under_it_is_still_not_understood():
+    paste = split_paste("```\n$ free -h\n              total        used\nMem:  503Gi  12Gi\n```\n")
+    assert paste.pieces == [] and paste.not_understood[0][2] == "$ free -h"
+
+
+# Each form a user writes the version in (lines written for this test; the check_env lines follow
+# sglang 0.5.11's check_env.py:131-141, `f"{k}: {v}"` in the order of PACKAGE_LIST at :21).
+VERSION_FORMS = [
+    ("pip", "pip freeze says sglang==0.5.11", "0.5.11"),
+    ("pip", 'pip install "sglang[all]==0.5.12.post1"', "0.5.12.post1"),
+    ("text", "sglang 0.5.11 (pip), torch 2.9.1", "0.5.11"),
+    ("text", "SGLang version: v0.5.11", "0.5.11"),
+    ("text", "[Bug] v0.5.11 decode is slow with MTP", "0.5.11"),
+    ("text", "after upgrading sglang from 0.5.9 to 0.5.11 decode got slower", "0.5.11"),
+    ("docker image", "we run lmsysorg/sglang:v0.5.11-cu129 on both boxes", "0.5.11"),
+    ("wheel", "Successfully installed sglang-0.5.11-py3-none-any.whl", "0.5.11"),
+    ("pip show", "Name: sglang\nVersion: 0.5.11\nSummary: SGLang is a fast serving framework", "0.5.11"),
+    ("check_env", "Python: 3.12.3 (main, Nov  6 2025, 13:44:16) [GCC 13.3.0]\nCUDA available: True\n"
+                  "GPU 0,1: NVIDIA RTX A6000\nPyTorch: 2.9.1+cu129\nsglang: 0.5.11\nsglang-kernel: 0.3.21\n"
+                  "flashinfer_python: 0.6.3", "0.5.11"),
+]
+
+
+@pytest.mark.parametrize("form, text, version", VERSION_FORMS, ids=[f"{f}:{t[:24]}" for f, t, _ in VERSION_FORMS])
+def test_each_way_of_stating_the_version(form, text, version):
+    found = stated_versions(text)
+    assert [(s.form, s.version) for s in found] == [(form, version)]
+
+
+@pytest.mark.parametrize("text", ["flashinfer v0.2.14", "flashinfer version v0.2.14", "sgl-kernel 0.3.16",
+                                  "sglang-kernel: 0.3.21", "python -m sglang.check_env", "CUDA Version: 13.1",
+                                  "| NVIDIA-SMI 590.48.01              Driver Version: 590.48.01      CUDA Version: 13.1 |",
+                                  "<!-- e.g. sglang 0.4.0 -->"])
+def test_what_is_not_an_sglang_version(text):
+    assert stated_versions(strip_markdown(text)) == []
+
+
+def test_statements_that_disagree_are_said_and_the_strongest_form_wins():
+    chosen, conflict = choose_version(stated_versions("We moved to sglang 0.5.12 last week.\nsglang: 0.5.11\n"))
+    assert (chosen.version, chosen.form, chosen.line) == ("0.5.11", "check_env", 2)
+    assert "0.5.12 at line 1" in conflict and "check_env output ranks above the rest" in conflict
+    chosen, conflict = choose_version(stated_versions("sglang 0.5.9 is fine\nsglang 0.5.11 is slow\n"))
+    assert chosen.version == "0.5.9" and "pass --sglang VERSION to choose" in conflict
+    assert choose_version(stated_versions("sglang 0.5.11\nsglang==0.5.11\n"))[1] is None
+
+
+def test_html_comments_are_blanked_and_lines_kept():
+    text = "a <!-- x --> b\n<!-- a template's\nsglang 0.4.0 -->after\n```\n<!-- in code -->\n```"
+    out = strip_markdown(text).split("\n")
+    assert out[:3] == ["a  b", "", "after"] and out[4] == "<!-- in code -->" and len(out) == 6

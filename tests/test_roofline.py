@@ -79,7 +79,7 @@ def test_the_incident_ceiling_on_two_a6000():
     assert _near(result.bytes_per_step, _incident_bytes(1024), 1e-9)
     assert result.note == "" and result.percent_of_ceiling is None
     text = " ".join(result.assumptions)
-    assert "1536 GB/s" in text and "51.62 GB" in text and "25.62e9" in text
+    assert "1536 GB/s" in text and "51.62 GB" in text and "25.62B parameters" in text
     # the rough figure people quote: 27B x 2 bytes = 54 GB over 1536 GB/s = 28 tok/s; ours drops the embedding table
     assert result.ceiling_tok_s > 1536e9 / 54e9
 
@@ -402,3 +402,16 @@ def test_text_and_html():
     page = unknown._repr_html_()
     assert "<gpu>" not in page and "&lt;gpu&gt;" in page
     assert isinstance(result, Roofline) and isinstance(result.size, ModelSize)
+
+
+def test_parameter_counts_are_printed_with_a_unit_that_fits():
+    """The real server's tiny CPU model has about 0.14M parameters: never "0.00e9 parameters"."""
+    from kit.lab.tiny_model import qwen3_config
+
+    tiny = roofline(qwen3_config(), "a6000", tp=1)
+    count = tiny.size.params_total
+    assert 1e5 < count < 1e6  # a few hundred thousand, so the unit is K
+    text = " ".join(tiny.assumptions)
+    assert f"{count / 1e3:.1f}K parameters" in text and "e9" not in text and "0.00" not in text
+    big = " ".join(roofline(INCIDENT, "a6000", tp=2).assumptions)
+    assert "B parameters in the language model" in big and "M parameters, not in the total" in big  # the MTP layer

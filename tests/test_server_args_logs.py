@@ -97,3 +97,30 @@ def test_a_cut_off_line_lacks_the_fields_after_the_cut():
     assert missing_fields(snap, names) == ["chunked_prefill_size", "max_running_requests"]
     whole = parse_log_all("server_args=ServerArgs(tp_size=2)")[-1]
     assert missing_fields(whole, ["tp_size", "port"]) == []
+
+
+@pytest.mark.parametrize("content, said", [
+    (bytes(range(256)) * 8, "binary (2,048 bytes, with NUL bytes)"),
+    (bytes(range(0x80, 0x100)) * 4, "neither UTF-8 text nor white space"),
+    (b"\x1f\x8b\x08\x00" + bytes(64), "gzip-compressed (zcat it first)"),
+])
+def test_a_log_that_is_no_text_is_said_not_counted_in_lines(tmp_path, content, said):
+    from kit.server_args import parse_log_file_all
+
+    path = tmp_path / "blob.bin"
+    path.write_bytes(content)
+    with pytest.raises(ParseError) as err:
+        parse_log_file_all(path)
+    assert said in err.value.message and "lines read" not in err.value.message
+
+
+def test_a_real_executable_is_no_log():
+    import sys
+
+    from kit.server_args import parse_log_file_all, text_problem
+
+    exe = Path(sys.executable).resolve()
+    said = text_problem(exe.read_bytes()[:65536], exe.stat().st_size)
+    assert said.endswith("not text") and f"{exe.stat().st_size:,} bytes" in said
+    with pytest.raises(ParseError, match="is no server log"):
+        parse_log_file_all(exe)

@@ -35,6 +35,7 @@ def register(sub) -> None:
                     "estimated share of single-stream decode throughput.",
         epilog="examples:\n  sgl-kit doctor lab --baseline old.cmd\n"
                "  sgl-kit doctor --log server.log --nvidia-smi smi.txt --topo topo.txt --model-config config.json\n"
+               "  sgl-kit doctor --paste issue.md --model-config config.json\n"
                "  sgl-kit doctor gpu-box --json | jq '.findings[].id'",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias; "
@@ -53,9 +54,13 @@ def register(sub) -> None:
                        help="a whole issue body, chat message or runbook dump: split into its pieces (server_args "
                             "line, launch commands, Decode/Prefill batch lines, sglang's notices, nvidia-smi, topo, "
                             "check_env, env dumps, config.json, bench_serving results); Markdown is stripped "
-                            "first. Any other file option that holds several pieces is read the same way")
+                            "first, and a shell prompt line (`$ nvidia-smi`) is read as the start of its output. "
+                            "Any other file option that holds several pieces is read the same way")
     files.add_argument("--sglang", metavar="VER", help="sglang release whose source to read (downloaded once "
-                                                       "with pip download --no-deps); default: the log's")
+                                                       "with pip download --no-deps); default: the one the log or "
+                                                       "/server_info reports, else the one the text states "
+                                                       "(check_env's `sglang: X`, sglang==X, an image tag "
+                                                       "lmsysorg/sglang:vX, `sglang X` in prose), said in the report")
     files.add_argument("--gpu", metavar="NAME", help="the GPU model when no nvidia-smi output is at hand "
                                                      "(a key of kit/data/gpus.yaml, e.g. a6000)")
     p.add_argument("--baseline", metavar="FILE", help="a known-good launch: log, /server_info JSON or command")

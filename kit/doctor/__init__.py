@@ -21,7 +21,7 @@ from kit.errors import KitError
 
 from . import rules, rules_hw, rules_metrics, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
-from .evidence import Evidence, from_files, from_server
+from .evidence import Evidence, from_files, from_server, launch_word
 from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import RULES, Rule, version_in
@@ -85,7 +85,7 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
     case.roofline = _roofline(case, context_tokens)
     findings, skipped, checked = [], [], []
     problems = list(evidence.problems)
-    if evidence.version is None:
+    if evidence.version is None and not (evidence.launch is not None and evidence.explicit is None):
         problems.append("the sglang version is not known: every rule ran, version ranges unchecked "
                         "(give --sglang VERSION)")
     chosen = list(only or RULES)
@@ -200,15 +200,39 @@ def _roofline(case: Case, context_tokens: int):
     gpu = profile if profile is not None else getattr(ev.hardware, "gpu_name", None)
     accept, accept_where = case.accept_length
     measured, _ = case.measured_tok_s
-    steps = int(case.value("speculative_num_steps") or 0) if case.speculative else 0
-    if case.speculative and not steps:
-        steps = 1  # speculative decoding on, its step count not known: at least one draft per round
-    if case.unknown("speculative_algorithm") and not case.speculative:
+    notes = []
+    speculative = case.speculative
+    if not case.has("speculative_algorithm") and accept is not None and ev.decode and ev.decode.get("accept_len"):
+        # No arguments say; sglang prints `accept len` only with speculative decoding on
+        # (0.5.11 srt/observability/scheduler_metrics_mixin.py:524-547).
+        speculative = True
+        notes.append(f"speculative decoding runs: the Decode batch lines carry `accept len` ({accept_where}), which "
+                     "sglang prints only then")
+    steps = int(case.value("speculative_num_steps") or 0) if speculative else 0
+    if speculative and not steps:
+        steps = _launch_int(ev, "--speculative-num-steps")
+        if notes:
+            notes[-1] += (f"; its steps, {steps}, from the launch command's --speculative-num-steps, read without "
+                          "sglang's flag table" if steps else "; nor do they tell its steps, counted as 1")
+        steps = steps or 1  # not known: at least one draft per round
+    if case.unknown("speculative_algorithm") and not speculative:
         steps = None  # not known whether it runs: never "no speculative decoding"
     tp = None if case.unknown("tp_size") and not case.value("tp_size") else case.tp
-    return roofline(ev.model_config, gpu, tp=tp, accept_length=accept if steps else 1.0,
+    if not case.has("tp_size") and not case.unknown("tp_size"):  # no arguments at all: never 1 by default
+        tp = _launch_int(ev, "--tp", "--tp-size", "--tensor-parallel-size")
+        if tp is not None:
+            notes.append(f"tp {tp} from the launch command's --tp/--tp-size, read without sglang's flag table")
+    roof = roofline(ev.model_config, gpu, tp=tp, accept_length=accept if steps else 1.0,
                     context_tokens=context_tokens, measured_tok_s=measured, speculative_steps=steps,
                     accept_source=accept_where)
+    roof.assumptions[:0] = notes
+    return roof
+
+
+def _launch_int(ev: Evidence, *options: str) -> int | None:
+    """A positive integer flag of the launch command, read by its shape (no flag table at hand)."""
+    word = launch_word(ev, *options)
+    return int(word) if word and word.isdigit() and int(word) > 0 else None
 
 
 def _fields_of(case: Case, changes: list[Change]) -> set[str]:

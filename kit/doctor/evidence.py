@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit._secrets import redact_env
-from kit.errors import KitError
+from kit.errors import KitError, ParseError
 
 __all__ = ["Evidence", "from_files", "from_server"]
 
@@ -58,6 +58,7 @@ class Evidence:
     runtime: dict | None = None  # what the server did: kit.metrics.runtime_facts / page_facts (rules_metrics.add_runtime)
     trace: dict | None = None  # torch-profiler summaries and their collectives (rules_trace.add_trace)
     startup: list[str] = field(default_factory=list)  # log lines about graph capture and all-reduce setup
+    unusable: list[str] = field(default_factory=list)  # files given that hold no text at all (empty, binary): why
 
     def problem(self, what: str, err: Exception | str) -> None:
         text = getattr(err, "message", None) or str(err)
@@ -84,6 +85,9 @@ def from_files(
 
     ev = Evidence("files")
     say = progress or (lambda text: None)
+    given = [p for p in [log, server_info, command, nvidia_smi, model_config, environ, baseline, bench,
+                         *([topo] if isinstance(topo, str) else topo or []),
+                         *([paste] if isinstance(paste, str) else paste or [])] if p]
     pastes = _pastes(ev, paste, {"--log": log, "--command": command, "--environ": environ,
                                  "--nvidia-smi": nvidia_smi})
     taken = {where for where, _ in pastes}
@@ -95,19 +99,22 @@ def from_files(
     log_text = _read(ev, "--log", log)
     if log_text is not None:
         cut = _log_from(ev, log_text, log, "--log") or cut
+    pending: list = []
     for where, found in pastes:
-        cut = _paste_log(ev, where, found) or cut
+        cut = _paste_log(ev, where, found, pending) or cut
     info_text = _read(ev, "--server-info", server_info)
     if info_text is not None:
         try:
             snap = from_server_info(info_text.encode())
             ev.args.update(snap.fields)
-            ev.version = ev.version or snap.version
+            if snap.version and not ev.version:
+                ev.version, ev.sources["version"] = snap.version, f"/server_info in {server_info}"
             ev.sources["args"] = f"/server_info in {server_info}" + (" and " + ev.sources["args"]
                                                                       if "args" in ev.sources else "")
         except KitError as err:
             ev.problem(f"--server-info {server_info}", err)
-    ev.version = sglang or ev.version
+    command_text = _read(ev, "--command", command)
+    _version(ev, sglang, package_dir, tree, pastes, (command, command_text))
     if tree is not None:
         ev.tree, ev.version = tree, tree.version or ev.version
         ev.sources["source"] = str(tree.root)
@@ -123,7 +130,6 @@ def from_files(
             ev.problem(f"sglang {ev.version or package_dir} source", err)
     if cut is not None:
         _cut_fields(ev, *cut)
-    command_text = _read(ev, "--command", command)
     if command_text is not None:
         _command_from(ev, command_text, command)
     env_text = _read(ev, "--environ", environ)
@@ -140,14 +146,82 @@ def from_files(
                                    "lines, /proc/PID/environ, or Kubernetes/compose env blocks)")
     for where, found in pastes:
         _paste_rest(ev, where, found)
+    _unread_launch(ev)
+    _decode_alone(ev, pending)
     _hardware_from_files(ev, nvidia_smi, topo, gpu)
     _model_config(ev, model_config)
     _baseline(ev, baseline)
     _bench(ev, bench)
     ev.notices = list(dict.fromkeys(ev.notices))
-    if not ev.args and not ev.explicit:
+    if given and len(ev.unusable) >= len(set(given)):
+        raise ParseError("; ".join(ev.unusable), position=0)
+    if not ev.args and not ev.explicit and ev.launch is None:
         ev.problems.append("no server arguments: give --log (a server_args line), --server-info or --command")
     return ev
+
+
+# What a file given as evidence should hold, by option (said when it holds none of it).
+_SHOULD_HOLD = {
+    "--paste": "a paste is the text of an issue, chat message or runbook: a launch command, server log lines "
+               "(server_args, Decode batch), nvidia-smi or topo output, check_env, config.json",
+    "--log": "a server log is text: sglang's server_args line, Decode/Prefill batch lines",
+    "--command": "a launch command is text: a script, docker run, compose or Kubernetes YAML, a systemd unit",
+    "--server-info": "a saved /server_info is JSON text (curl HOST:PORT/server_info)",
+    "--environ": "the environment is text: `env` output or a copy of /proc/PID/environ",
+    "--nvidia-smi": "nvidia-smi output is text: the table, or --query-gpu ... --format=csv",
+    "--topo": "`nvidia-smi topo -m` or `topo -p2p r` output is text",
+}
+
+
+def _version(ev: Evidence, sglang, package_dir, tree, pastes, command) -> None:
+    """Which sglang release to read the evidence with, and where that came from: ``--sglang``, then
+    the version the server itself reported (its log, /server_info), then the versions the text
+    states (check_env output, an install line or image tag, prose). Disagreements are said."""
+    from kit.server_args import choose_version, stated_versions
+
+    where, text = command
+    stated = [(w, s) for w, found in pastes for s in found.versions]
+    if text is not None:
+        stated += [(where, s) for s in stated_versions(text)]
+    if sglang:
+        if ev.version and ev.version != sglang:
+            ev.problems.append(f"{ev.sources.get('version', 'the log')} says sglang {ev.version}; read with "
+                               f"--sglang {sglang} as given")
+        ev.version, ev.sources["version"] = sglang, "--sglang"
+    elif tree is not None or package_dir:
+        return
+    chosen, conflict = choose_version([s for _, s in stated])
+    if ev.version:
+        differ = sorted({s.version for _, s in stated if s.version != ev.version})
+        if differ:
+            first = {s.version: f"{w} {s.where}" for w, s in reversed(stated)}
+            ev.problems.append(f"the text states sglang {', '.join(f'{v} ({first[v]})' for v in differ)}; read with "
+                               f"{ev.version}, from {ev.sources.get('version', 'the log')}")
+        return
+    if chosen is None:
+        return
+    place = next(w for w, s in stated if s is chosen)
+    ev.version = chosen.version
+    also = [f"line {s.line}" for w, s in stated if s is not chosen and s.version == chosen.version]
+    ev.sources["version"] = f"stated in {place} {chosen.where}" + (f", also {', '.join(also[:3])}" if also else "")
+    if conflict:
+        ev.problems.append(f"{place}: {conflict}")
+
+
+def _unread_launch(ev: Evidence) -> None:
+    """A launch found but not read for want of a flag table: one line, with what to pass."""
+    if ev.launch is None or ev.explicit is not None or ev.tree is not None:
+        return
+    origin = ev.launch.primary.origin if ev.launch.primary is not None else "the text"
+    if ev.version:
+        ev.problems.append(f"the launch command at {origin} is not read: its flags are read with sglang "
+                           f"{ev.version}'s flag table, and that source could not be had (above); add --package-dir "
+                           "DIR (an unpacked sglang of that release)")
+        return
+    ev.problems.append(f"the launch command at {origin} is not read: no sglang version anywhere in the evidence (no "
+                       "--sglang, no server_args line or /server_info, no version stated in the text), and its flags "
+                       "are read with that version's flag table; add --sglang VERSION (the release the server runs) "
+                       "or --package-dir DIR")
 
 
 def _environ(text: str) -> dict[str, str]:
@@ -196,14 +270,25 @@ def _env_blocks(node):
 
 
 def _read(ev: Evidence, option: str, path: str | None) -> str | None:
+    """The text of an evidence file, or None with the reason kept (a problem; for a file that is no
+    text at all, also ``ev.unusable``)."""
     if path is None:
         return None
+    from kit.server_args import text_problem
+
     try:
         with open(path, "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
+            data = fh.read()
     except OSError as err:
         ev.problems.append(f"{option} {path}: cannot read it ({err.strerror}); give a file on this machine")
         return None
+    why = text_problem(data)
+    if why is not None:
+        line = f"{option} {path}: {why}; {_SHOULD_HOLD.get(option, 'evidence is text')}"
+        ev.problems.append(line)
+        ev.unusable.append(line)
+        return None
+    return data.decode("utf-8", "replace")
 
 
 # sglang's own words when it changes a setting at startup (its logger.info/warning messages).
@@ -231,20 +316,25 @@ def _decode_from(ev: Evidence, text: str, where: str, parse, summary) -> None:
         ev.sources["prefill"] = f"{len(prefill)} Prefill batch lines of {where}"
 
 
-def _log_from(ev: Evidence, text: str, where: str, option: str):
+def _log_from(ev: Evidence, text: str, where: str, option: str, launch: list | None = None):
     """A log's server_args line, Decode/Prefill batch lines and sglang's notices. Returns
-    (snapshot, where) when the server_args line is cut off, for _cut_fields once the source is known."""
+    (snapshot, where) when the server_args line is cut off, for _cut_fields once the source is known.
+    ``launch``: the same paste holds a launch command; Decode batch lines without a server_args line
+    are noted there, for _decode_alone."""
     from kit.server_args import decode_summary, parse_decode_stats, parse_log_all
 
     cut = None
     try:
         snap = parse_log_all(text)[-1]
         ev.args.update(snap.fields)
-        ev.version = snap.version or ev.version
+        if snap.version:
+            ev.version, ev.sources["version"] = snap.version, f"the log {where}"
         ev.sources["args"] = f"the server_args line of {where}" + (f" (line {snap.line})" if snap.line else "")
         cut = (snap, where) if snap.truncated else None
     except KitError as err:
-        if parse_decode_stats(text):
+        if parse_decode_stats(text) and launch is not None:
+            launch.append((option, where))  # worded once it is known whether the launch was read
+        elif parse_decode_stats(text):
             ev.problems.append(f"{option} {where}: no server_args line; its Decode batch lines are read alone "
                                "(the server's arguments are unknown: give the log from the server's start, "
                                "or its /server_info)")
@@ -289,7 +379,7 @@ def _cut_fields(ev: Evidence, snap, where: str) -> None:
 
 def _pastes(ev: Evidence, paste, options: dict) -> list:
     """(file, Paste) for --paste files and for any evidence file that holds several kinds of evidence."""
-    from kit.server_args import split_paste
+    from kit.server_args import split_paste, text_problem
 
     out = []
     for path in [paste] if isinstance(paste, str) else (paste or []):
@@ -301,37 +391,44 @@ def _pastes(ev: Evidence, paste, options: dict) -> list:
             continue
         try:
             with open(path, "rb") as fh:
-                text = fh.read().decode("utf-8", "replace")
+                data = fh.read()
         except OSError:
             continue
-        found = split_paste(text)
+        if text_problem(data) is not None:
+            continue  # said once, where the option's own reader reads it
+        found = split_paste(data.decode("utf-8", "replace"))
         if found.several():
             ev.sources[f"paste {path}"] = f"{option} {path} holds several pieces; read as a paste"
             out.append((path, found))
     for path, found in out:
         ev.pastes.append((path, found))
         ev.sources[f"paste {path}"] = "; ".join(found.summary()[:20]) or "nothing recognised"
-        if not found.pieces:
-            ev.problems.append(f"--paste {path}: no evidence recognised in it (a server_args line, a launch "
-                               "command, Decode batch lines, nvidia-smi, topo, check_env, config.json, ...)")
+        if not found.pieces:  # text, so its questions are still asked (a file that is no text stops the doctor)
+            ev.problems.append(f"--paste {path}: no evidence recognised in its {len(found.text.splitlines())} "
+                               f"line(s) of text; {_SHOULD_HOLD['--paste']}")
         for a, b, first in found.not_understood:
             lines = f"line {a}" if a == b else f"lines {a}-{b}"
             ev.problems.append(f"{path} {lines}: not understood ({first[:60]!r})")
     return out
 
 
-def _paste_log(ev: Evidence, where: str, found):
-    """The log lines of a paste, and its check_env's sglang version (both needed before the source)."""
-    import re as _re
+def _decode_alone(ev: Evidence, pending: list) -> None:
+    """Decode batch lines without a server_args line, in a paste that holds a launch command."""
+    for option, where in pending:
+        if ev.explicit is not None:
+            ev.problems.append(f"{option} {where}: no server_args line; the arguments are the launch command's "
+                               "flags over sglang's defaults, not what sglang resolved from them (the log from "
+                               "the server's start, or its /server_info, would tell)")
+        else:
+            ev.problems.append(f"{option} {where}: no server_args line; its Decode batch lines are read alone")
 
-    for piece in found.of("check_env"):
-        m = _re.search(r"^sglang:\s*(\S+)", piece.text, _re.M)
-        if m and not ev.version:
-            ev.version = m.group(1)
-            ev.sources["version"] = f"check_env in {where} {piece.where}"
+
+def _paste_log(ev: Evidence, where: str, found, pending: list):
+    """The log lines of a paste (needed before the source: its server_args line may name the version;
+    the versions the paste states, check_env's among them, are weighed in _version)."""
     if not any(p.kind in ("server_args", "decode", "prefill", "notice", "log") for p in found.pieces):
         return None
-    return _log_from(ev, found.log_text(), where, "--paste")
+    return _log_from(ev, found.log_text(), where, "--paste", launch=pending if found.of("launch") else None)
 
 
 def _paste_rest(ev: Evidence, where: str, found) -> None:
@@ -399,10 +496,8 @@ def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> N
     is a problem naming the flag, the rest is kept; a flag set to an unreadable value is unknown."""
     from kit.server_args import cli_defaults, flag_table, read_launch_text
 
-    if ev.tree is None:
-        ev.launch = read_launch_text(text, where=where, first_line=first_line)
-        ev.problems.append(f"--command {where}: reading a launch command needs sglang's flag table; add "
-                           "--sglang VERSION or --package-dir DIR")
+    if ev.tree is None:  # read by shape only; _unread_launch says why, once
+        ev.launch = ev.launch or read_launch_text(text, where=where, first_line=first_line)
         return
     try:
         table = flag_table(ev.tree)
@@ -497,7 +592,37 @@ def _model_config(ev: Evidence, path: str | None, host=None) -> None:
     except KitError as err:
         ev.problem("the model's config.json", err)
     if ev.model_config is None:
-        ev.problems.append("no model config.json: the roofline and the model rules need it (--model-config FILE)")
+        ev.problems.append(_no_model_config(ev))
+
+
+def launch_word(ev: Evidence, *options: str) -> str | None:
+    """The value a flag of the launch command has as written (the last of ``options`` given), for
+    when no flag table reads it: ``launch_word(ev, "--tp", "--tp-size")``."""
+    launch = ev.launch.primary if ev.launch is not None else None
+    for flag in reversed(launch.flags if launch is not None else []):
+        if flag.option in options and flag.text:
+            return str(flag.text)
+    return None
+
+
+def _no_model_config(ev: Evidence) -> str:
+    """One line: what needs the model's config.json, where to get it, the flag that gives it."""
+    spec = (ev.args.get("speculative_algorithm") if ev.args else
+            launch_word(ev, "--speculative-algorithm", "--speculative-algo")) not in (None, "", "NONE")
+    needs = ("the roofline, the model rules and the speculative-steps check (sglang's own choice of steps for "
+             "the model is read from its architecture) need it" if spec else
+             "the roofline and the model rules need it")
+    path = ev.args.get("model_path") or launch_word(ev, "--model-path", "--model")
+    if isinstance(path, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", path) and not path.startswith("."):
+        where = (f"the config.json of {path} on the Hugging Face hub (https://huggingface.co/{path}/blob/main/"
+                 "config.json), or the one the server's cache holds")
+    elif isinstance(path, str) and path:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        where = (f"the config.json beside the weights ({path.rstrip('/')}/config.json on the server), or the one "
+                 f"on the model's page on the Hugging Face hub ({name}: Files and versions)")
+    else:
+        where = "the config.json beside the weights, or the one on the model's page on the Hugging Face hub"
+    return f"no model config.json: {needs}; pass --model-config FILE with {where}"
 
 
 def _baseline(ev: Evidence, path: str | None) -> None:

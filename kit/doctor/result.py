@@ -228,9 +228,18 @@ class Diagnosis:
 
     # ---- text
 
+    @property
+    def launch_changed(self) -> bool:
+        """Whether the fixes change the launch (a flag, or the environment)."""
+        fixed = self.fixed_command
+        return fixed is not None and fixed != shlex.join(self.command or [])
+
     def to_text(self, width: int = 100) -> str:
-        out = [f"sgl-kit doctor: {self.target}, sglang {self.version or '(version unknown)'}: "
-               f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''} from {len(self.checked)} rules"]
+        told = self.sources.get("version", "")
+        source = f" ({told})" if told and told != "--sglang" and not told.startswith("the log") else ""
+        out = [_wrap(f"sgl-kit doctor: {self.target}, sglang {self.version or '(version unknown)'}{source}: "
+                     f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''} from "
+                     f"{len(self.checked)} rules", width, "", "  ")]
         if self.problems:  # first: what could not be read bounds everything below it
             out += ["", "could not read everything:"] + [_wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
         if self.ordering:
@@ -263,7 +272,9 @@ class Diagnosis:
         if self.fixed_command and check is not None and check.status in ("refused", "may be refused"):
             out += ["", _wrap(f"the launch with every fix is not offered: {check.detail}; apply the fixes one at "
                               "a time", width, "", "  ")]
-        elif self.fixed_command:
+        elif self.fixed_command and self.findings and not self.launch_changed:
+            out += ["", "no change to the launch: no finding changes a flag or the environment"]
+        elif self.fixed_command and self.launch_changed:
             out += ["", "the launch with every fix:", _wrap(self.fixed_command, width, "  ", "    ")]
             if check is not None:
                 out.append(_wrap(f"({check.status}: {check.detail})", width, "  ", "    "))
@@ -298,7 +309,7 @@ class Diagnosis:
                  f"{rows}</table>")
         roof = f"<pre>{html.escape(self.roofline.to_text())}</pre>" if self.roofline is not None else ""
         fixed = f"<p>the launch with every fix:</p><pre>{html.escape(self.fixed_command)}</pre>" \
-            if self.fixed_command else ""
+            if self.fixed_command and self.launch_changed else ""
         problems = "".join(f"<li>{html.escape(p)}</li>" for p in self.problems)
         return head + (f"<p>could not read everything:</p><ul>{problems}</ul>" if problems else "") \
             + table + fixed + roof

@@ -79,11 +79,19 @@ class ModelSize:
 
 
 def _gb(n: float) -> str:
-    return "0" if not n else f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+    if not n:
+        return "0"
+    if n >= 1e8:
+        return f"{n / 1e9:.2f} GB"
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB" if n >= 1e2 else f"{n:.0f} bytes"
 
 
-def _e9(n: float) -> str:
-    return f"{n / 1e9:.2f}e9"
+def _params(n: float) -> str:
+    """A parameter count with the unit that fits it: 25.62B, 420.5M, 1.2M, 3.4K, 512."""
+    for unit, scale, digits in (("B", 1e9, 2), ("M", 1e6, 1), ("K", 1e3, 1)):
+        if abs(n) >= scale:
+            return f"{n / scale:.{digits}f}{unit}"
+    return f"{n:.0f}"
 
 
 def _dtype_bytes(name: Any) -> int | None:
@@ -239,9 +247,9 @@ def model_size(config: Any, *, safetensors_index: Any = None) -> ModelSize:
     embed = V * H
     params_total = total + embed + (0 if tied else embed)
     params_per_step = active + embed
-    notes.append(f"{_e9(params_total)} parameters in the language model (with the {_e9(embed)} input embedding); "
-                 f"{_e9(params_per_step)} read per decode step: the embedding lookup reads one row, the lm_head "
-                 f"({_e9(embed)}{', tied to the embedding' if tied else ''}) is read whole")
+    notes.append(f"{_params(params_total)} parameters in the language model (with the {_params(embed)} input embedding); "
+                 f"{_params(params_per_step)} read per decode step: the embedding lookup reads one row, the lm_head "
+                 f"({_params(embed)}{', tied to the embedding' if tied else ''}) is read whole")
     if tied is None:
         notes.append("the config does not say whether the lm_head is tied to the embedding; counted as untied")
     if moe_layers:
@@ -282,7 +290,7 @@ def model_size(config: Any, *, safetensors_index: Any = None) -> ModelSize:
         bpp = unquantized = stored / (params_total + draft_params)
         from_index = True
         notes.append(f"no dtype in the config: {bpp:.3f} bytes per parameter = the checkpoint's metadata.total_size "
-                     f"{_gb(stored)} / the {_e9(params_total + draft_params)} parameters counted over every tensor "
+                     f"{_gb(stored)} / the {_params(params_total + draft_params)} parameters counted over every tensor "
                      "(vision-tower weights, if any, are not counted, so this overstates it slightly)")
     if bpp is None:
         bpp = unquantized = 2.0
@@ -313,8 +321,8 @@ def model_size(config: Any, *, safetensors_index: Any = None) -> ModelSize:
     if n_draft:
         draft_step = draft_read * bpp + embed * unquantized
         draft_kv = kv_elems * unquantized
-        notes.append(f"MTP: {n_draft} draft layer(s) in the config ({_e9(draft_params)} parameters, not in the total). "
-                     f"One draft step reads {_gb(draft_step)} ({_e9(draft_read)} parameters of the MTP layer "
+        notes.append(f"MTP: {n_draft} draft layer(s) in the config ({_params(draft_params)} parameters, not in the total). "
+                     f"One draft step reads {_gb(draft_step)} ({_params(draft_read)} parameters of the MTP layer "
                      f"+ the lm_head) plus one layer's KV ({kv_elems * unquantized:,.0f} bytes per context token)")
     return ModelSize(architecture, kind, int(params_total), int(params_per_step), bpp, weight_bytes, kv_bytes,
                      state_bytes, int(draft_params), draft_step, draft_kv, notes)
@@ -485,7 +493,7 @@ def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int | None
         share = f"; each of the {tp} GPUs reads 1/{tp}" if tp > 1 else ""
         average = size.weight_bytes_per_step / size.params_per_step
         lines.append(f"bytes per {'verify' if steps else 'step'}: weights {_gb(size.weight_bytes_per_step)} "
-                     f"({_e9(size.params_per_step)} parameters, {average:.4g} bytes each on average{share}) + KV "
+                     f"({_params(size.params_per_step)} parameters, {average:.4g} bytes each on average{share}) + KV "
                      f"{_gb(kv_read)} ({size.kv_bytes_per_token:,.0f} bytes per token x {context_tokens} context "
                      f"tokens) + state {_gb(size.state_bytes_per_step)} = {_gb(per_step)}")
     if steps:
@@ -522,7 +530,7 @@ def _draft_step(size: ModelSize, draft_config: Any, context: int) -> tuple[float
         except ModelConfigError as err:
             return None, f"the draft model's config: {err.message}"
         return d.weight_bytes_per_step + d.kv_bytes_per_token * context + d.state_bytes_per_step, \
-            f"the draft model's config: {d.architecture or 'its'} {_e9(d.params_per_step)} parameters"
+            f"the draft model's config: {d.architecture or 'its'} {_params(d.params_per_step)} parameters"
     if size.draft_step_bytes:
         return size.draft_step_bytes + size.draft_kv_bytes_per_token * context, \
             "the target's MTP layer and the lm_head, from its config"

@@ -455,7 +455,7 @@ def evidence_gaps(case: Case) -> list[str]:
     """The questions these and the other rules could not answer from this evidence, each with the
     evidence that would answer it. Empty when the evidence each needs was there."""
     ev, out = case.ev, []
-    if not ev.args and not ev.explicit:
+    if not ev.args and not ev.explicit and ev.launch is None:  # a launch not read is said in the problems
         out.append("how the server was launched: no server_args line and no launch command, so the flag rules "
                    "(CUDA graphs, overlap scheduler, caches, speculative settings) had nothing to read; send the log "
                    "from the server's start (its `server_args=` line) or `curl HOST:PORT/server_info`")

@@ -21,7 +21,8 @@ same for a server found by kit.target.discover. ``decode_stats.py`` reads the sc
 periodic `Decode batch` lines (accept length, throughput, whether CUDA graphs ran).
 ``launch_text.py`` (with ``launch_sources.py``) reads launch evidence as people paste it, one
 flag at a time with its origin; ``paste.py`` splits a whole issue body into its pieces;
-``markdown.py`` takes Markdown off first; ``log.py`` also collects sglang's notices.
+``markdown.py`` takes Markdown off first; ``stated.py`` finds the sglang versions a text states
+(check_env, pip, a docker image tag, prose); ``log.py`` also collects sglang's notices.
 """
 
 from .command import parse_command, server_flags
@@ -42,11 +43,12 @@ from .log import (
     parse_log_file,
     parse_log_file_all,
 )
-from .markdown import strip_markdown
+from .markdown import strip_markdown, text_problem
 from .paste import Paste, Piece, split_paste
 from .server import classify_server, classify_server_rows, effective_args, explicit_args
 from .server_info import from_server_info
 from .snapshot import ServerArgsSnapshot
+from .stated import VersionStatement, choose_version, stated_versions
 from .values import NonLiteral, format_server_args
 
 __all__ = [
@@ -70,7 +72,9 @@ __all__ = [
     "LaunchSide",
     "NonLiteral",
     "ServerArgsSnapshot",
+    "VersionStatement",
     "CLASSIFY_COLUMNS",
+    "choose_version",
     "classify",
     "classify_rows",
     "classify_server",
@@ -101,5 +105,7 @@ __all__ = [
     "read_launch_text",
     "server_flags",
     "split_paste",
+    "stated_versions",
     "strip_markdown",
+    "text_problem",
 ]

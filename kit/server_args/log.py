@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import codecs
 import io
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any
 from kit.errors import ParseError
 
 from .common import AST_ERRORS
+from .markdown import text_problem
 from .snapshot import ServerArgsSnapshot
 from .values import parse_value, split_top
 
@@ -278,6 +280,12 @@ def parse_log_file_all(
     if hasattr(src, "readline"):
         return _scan_file(src, getattr(src, "name", "") or "log", max_line_chars)
     with open(src, "rb") as f:
+        head = f.read(65536)
+        why = text_problem(head, os.fstat(f.fileno()).st_size) if head.strip() else None
+        if why is not None:  # an empty log goes on to say it has no server_args line
+            raise ParseError(f"{src} is no server log: {why}", position=0,
+                             hint="give the server's log as text (its server_args line, Decode batch lines)")
+        f.seek(0)
         return _scan_file(f, str(src), max_line_chars)
 
 

@@ -7,6 +7,9 @@
 (``topo -p2p``), ``check_env`` (``python -m sglang.check_env``), ``environ`` (``env``
 dumps), ``config_json`` (a model's config.json), ``server_info`` (a saved /server_info) and
 ``bench_serving`` results. Lines inside code blocks that fit none are ``not_understood``.
+A shell prompt line right above a piece (``$ nvidia-smi``, ``# nvidia-smi``,
+``user@host:~$ nvidia-smi``) is the command that printed it: the piece's ``command``. ``versions``
+are the sglang versions the text states (kit.server_args.stated).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from .decode_stats import parse_decode_stats
 from .log import log_notices
 from .markdown import strip_markdown
+from .stated import VersionStatement, stated_versions
 
 __all__ = ["LOG_KINDS", "Paste", "Piece", "split_paste"]
 
@@ -41,6 +45,10 @@ _TOPO_HEAD = re.compile(r"^\s*GPU0(?:\s+GPU\d+)*(?:\s+NIC\d+)*\s+(?:CPU Affinity
 _BENCH_HEAD = re.compile(r"=+\s*Serving Benchmark Result\s*=+|^\s*(?:Successful requests|Benchmark duration \(s\)|"
                          r"Output token throughput \(tok/s\)|Median TPOT \(ms\)|Request throughput \(req/s\))\s*:")
 _CSV_HEAD = re.compile(r"^\s*(?:index|name|pci\.bus_id|uuid|memory\.total)(?:\s*,\s*[\w.\[\] ()/]+)+\s*$")
+# A shell prompt and the command after it: `$ nvidia-smi`, `# nvidia-smi` (root), `% cmd` (zsh),
+# `user@host:~$ cmd`, `(venv) root@box:/# cmd`, `PS C:\> cmd`.
+_PROMPT_LINE = re.compile(r"^\s*(?:\([\w.@-]+\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*[$#]|[$#%]|PS [^>\n]*>)\s+"
+                          r"([\w./~-][^\n]*?)\s*$")
 
 
 @dataclass
@@ -49,13 +57,19 @@ class Piece:
     start: int  # first line (1-based, in the paste)
     end: int  # last line
     text: str
+    command: str | None = None  # the shell command a prompt line above it ran (`nvidia-smi`)
+    prompt: int | None = None  # that prompt line
 
     @property
     def where(self) -> str:
-        return f"line {self.start}" if self.start == self.end else f"lines {self.start}-{self.end}"
+        first = self.prompt or self.start
+        return f"line {first}" if first == self.end else f"lines {first}-{self.end}"
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "start": self.start, "end": self.end}
+        out = {"kind": self.kind, "start": self.start, "end": self.end}
+        if self.command is not None:
+            out.update(command=self.command, prompt=self.prompt)
+        return out
 
 
 @dataclass
@@ -64,6 +78,7 @@ class Paste:
     not_understood: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, first line)
     lines: int = 0
     text: str = ""  # the paste with Markdown stripped (same line numbers)
+    versions: list[VersionStatement] = field(default_factory=list)  # the sglang versions it states
 
     def of(self, kind: str) -> list[Piece]:
         return [p for p in self.pieces if p.kind == kind]
@@ -92,7 +107,8 @@ class Paste:
 
     def to_dict(self) -> dict:
         return {"pieces": [p.to_dict() for p in self.pieces],
-                "not_understood": [{"start": a, "end": b, "text": t} for a, b, t in self.not_understood]}
+                "not_understood": [{"start": a, "end": b, "text": t} for a, b, t in self.not_understood],
+                "versions": [v.to_dict() for v in self.versions]}
 
 
 def split_paste(text: str) -> Paste:
@@ -118,7 +134,7 @@ def split_paste(text: str) -> Paste:
             kind[i] = "log"
         elif _ENV_LINE.match(line) and not _CONTINUED.search(line):
             kind[i] = "environ"
-    paste = Paste(lines=len(lines), text=clean)
+    paste = Paste(lines=len(lines), text=clean, versions=stated_versions(clean))
     i = 0
     while i < len(lines):
         k = kind[i]
@@ -130,8 +146,24 @@ def split_paste(text: str) -> Paste:
             j += 1
         paste.pieces.append(Piece(k, i + 1, j + 1, "\n".join(lines[i:j + 1])))
         i = j + 1
+    _prompts(paste, lines, kind)
     _not_understood(paste, lines, kind, fenced)
     return paste
+
+
+def _prompts(paste: Paste, lines: list[str], kind: list) -> None:
+    """A prompt line right above a piece of output (a blank line may sit between) is the command
+    that printed it. A launch is its own command line, so a prompt is never taken from it."""
+    for piece in paste.pieces:
+        if piece.kind == "launch":
+            continue
+        up = piece.start - 2  # the index of the line above
+        if up >= 0 and not lines[up].strip() and kind[up] is None:
+            up -= 1
+        m = _PROMPT_LINE.match(lines[up]) if up >= 0 and kind[up] is None else None
+        if m:
+            piece.command, piece.prompt = m.group(1), up + 1
+            kind[up] = "prompt"
 
 
 def _fence_blocks(lines: list[str]) -> dict[int, int]:
