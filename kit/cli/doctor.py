@@ -40,6 +40,110 @@ def register(sub) -> None:
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias; "
                                              "leave out to read only the files given")
+    _evidence_options(p)
+    p.add_argument("--baseline", metavar="FILE", help="a known-good launch: log, /server_info JSON or command")
+    p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length")
+    p.add_argument("--trace", metavar="FILE", nargs="+", help="torch-profiler traces of the server (`sgl-kit profile`): "
+                                                           "the rules over its steps read their summary")
+    prometheus_options(p, since="1h", what=": the rules over what the server did read its series over --since "
+                                            "(without it, a live server's own /metrics when it has --enable-metrics)")
+    server_options(p)
+    p.set_defaults(func=cmd_doctor)
+    common_options(p)
+
+    from kit.provenance.gate_chain import MECHANISMS
+
+    g = sub.add_parser(
+        "gates", help="whether a fast path (prefill graph, decode graph, custom all-reduce, torch.compile) runs, "
+                      "check by check, from the server's own sglang source",
+        usage="sgl-kit gates MECHANISM [TARGET] [--restored] [--log FILE] [--command FILE] [--model-config FILE] "
+              "[--topo FILE] [--sglang VER] [--json]",
+        description="Read every check that decides whether a fast path of sglang runs: the returns of the "
+                    "function that builds it at startup and of the method asked for every batch (can_run), in "
+                    "the order they run, each with its file:line in the server's own release, and evaluate "
+                    "each against the launch: refuses (holds for every request), passes, depends (on the "
+                    "request: input embeddings, logprobs, a prompt longer than the captured sizes) or unknown "
+                    "(what would tell). --restored asks the same of the launch with the path turned back on "
+                    "(is a fix worth anything?). The evidence is the doctor's: a TARGET, or files.",
+        epilog="examples:\n  sgl-kit gates prefill-graph lab --restored\n"
+               "  sgl-kit gates custom-all-reduce --log server.log --topo topo.txt --topo p2p.txt\n"
+               "  sgl-kit gates prefill-graph --command launch.sh --sglang 0.5.11 --model-config config.json --json",
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    g.add_argument("mechanism", choices=sorted(MECHANISMS), metavar="MECHANISM",
+                   help=f"one of: {', '.join(sorted(MECHANISMS))}")
+    g.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias; "
+                                             "leave out to read only the files given")
+    g.add_argument("--restored", action="store_true",
+                   help="ask about the launch with the path turned back on (the switch a fix would flip)")
+    g.add_argument("--all", action="store_true", help="list the checks that pass too (default: folded)")
+    _evidence_options(g)
+    server_options(g)
+    g.set_defaults(func=cmd_gates)
+    common_options(g)
+
+
+def cmd_gates(args) -> int:
+    from kit.doctor import Case
+    from kit.doctor.mechanism import chain
+
+    given = {name: getattr(args, name) for name in _FILES if getattr(args, name)}
+    for path in [p for v in given.values() for p in (v if isinstance(v, list) else [v])]:
+        local_file(path)
+    ev = gather(args, given, lambda text: None)
+    if ev.tree is None:
+        raise KitError(f"no sglang source to read the {args.mechanism} checks from",
+                       hint="give a TARGET where sglang is installed, or --sglang VERSION (downloaded once) with files")
+    found = chain(Case(ev), args.mechanism, restored=args.restored)
+    if found is None:
+        raise KitError(f"the {args.mechanism} checks could not be read in sglang {ev.version}")
+    if args.json:
+        emit_json({**found.to_dict(), "restored": args.restored, "problems": list(ev.problems)})
+    else:
+        sys.stdout.write(found.to_text(width=_width(), every=args.all, restored=args.restored))
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from kit.doctor import diagnose
+
+    check_since(args)
+    runtime = {"prometheus": args.prometheus, "since": args.since, "selector": args.selector,
+               "timeout": args.prometheus_timeout}
+    given = {name: getattr(args, name) for name in _FILES if getattr(args, name)}
+    for path in [*[p for v in given.values() for p in (v if isinstance(v, list) else [v])], args.baseline, args.bench]:
+        if path:
+            local_file(path)
+    for path in args.trace or []:
+        local_file(path)
+    err = console(stderr=True)
+    quiet = args.json or not sys.stderr.isatty()
+    status = err.status("sgl-kit doctor: gathering evidence") if not quiet else None
+
+    def progress(text: str) -> None:
+        if status is not None:
+            status.update(f"sgl-kit doctor: {text}")
+
+    if status is not None:
+        status.start()
+    try:
+        result = diagnose(gather(args, given, progress, runtime=runtime))
+    finally:
+        if status is not None:
+            status.stop()
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        sys.stdout.write(result.to_text(width=_width()))
+    return 0
+
+
+def _width() -> int:
+    import shutil
+
+    return max(60, min(110, shutil.get_terminal_size((100, 24)).columns))
+
+
+def _evidence_options(p) -> None:
     files = p.add_argument_group("evidence from files (on this machine)")
     files.add_argument("--log", metavar="FILE", help="server log with its server_args line (and Decode batch lines)")
     files.add_argument("--server-info", metavar="FILE", help="a saved GET /server_info")
@@ -63,79 +167,39 @@ def register(sub) -> None:
                                                        "lmsysorg/sglang:vX, `sglang X` in prose), said in the report")
     files.add_argument("--gpu", metavar="NAME", help="the GPU model when no nvidia-smi output is at hand "
                                                      "(a key of kit/data/gpus.yaml, e.g. a6000)")
-    p.add_argument("--baseline", metavar="FILE", help="a known-good launch: log, /server_info JSON or command")
-    p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length")
-    p.add_argument("--trace", metavar="FILE", nargs="+", help="torch-profiler traces of the server (`sgl-kit profile`): "
-                                                           "the rules over its steps read their summary")
-    prometheus_options(p, since="1h", what=": the rules over what the server did read its series over --since "
-                                            "(without it, a live server's own /metrics when it has --enable-metrics)")
-    server_options(p)
-    p.set_defaults(func=cmd_doctor)
-    common_options(p)
 
 
-def cmd_doctor(args) -> int:
-    from kit.doctor import add_runtime, diagnose, from_files, from_server
+def gather(args, given: dict, progress, runtime: dict | None = None):
+    """The evidence: the server at TARGET (its arguments, command, environment, log, GPUs, source), or the
+    files given; with ``runtime``, what it did (Prometheus or its /metrics) and --trace."""
+    from kit.doctor import add_runtime, from_files, from_server
     from kit.doctor.rules_trace import add_trace
 
-    check_since(args)
-    runtime = {"prometheus": args.prometheus, "since": args.since, "selector": args.selector,
-               "timeout": args.prometheus_timeout}
-    given = {name: getattr(args, name) for name in _FILES if getattr(args, name)}
-    for path in [*[p for v in given.values() for p in (v if isinstance(v, list) else [v])], args.baseline, args.bench]:
-        if path:
-            local_file(path)
-    for path in args.trace or []:
-        local_file(path)
-    err = console(stderr=True)
-    quiet = args.json or not sys.stderr.isatty()
-    status = err.status("sgl-kit doctor: gathering evidence") if not quiet else None
+    if args.target:
+        if given or args.sglang or args.gpu:
+            raise KitError("evidence files go without a TARGET: with one, the kit reads the server itself",
+                           hint="drop TARGET to read files, or drop the file options")
+        from .common import host_for, server_for
 
-    def progress(text: str) -> None:
-        if status is not None:
-            status.update(f"sgl-kit doctor: {text}")
-
-    if status is not None:
-        status.start()
-    try:
-        if args.target:
-            if given or args.sglang or args.gpu:
-                raise KitError("evidence files go without a TARGET: with one, the kit reads the server itself",
-                               hint="drop TARGET to read files, or drop the file options")
-            from .common import host_for, server_for
-
-            with host_for(args) as host:
-                server = server_for(host, args, required=True, prefetch=True)  # log, /server_info: one trip
-                ev = from_server(host, server, baseline=args.baseline, bench=args.bench, progress=progress)
-                ev.target = args.target
+        with host_for(args) as host:
+            server = server_for(host, args, required=True, prefetch=True)  # log, /server_info: one trip
+            ev = from_server(host, server, baseline=getattr(args, "baseline", None),
+                             bench=getattr(args, "bench", None), progress=progress)
+            ev.target = args.target
+            if runtime is not None:
                 progress("reading what the server did (Prometheus or its /metrics)")
                 add_runtime(ev, server=server, **runtime)
-                if args.trace:
-                    add_trace(ev, args.trace)
-                result = diagnose(ev)
-        else:
-            if not given and not args.prometheus and not args.trace:
-                raise KitError("nothing to examine: no TARGET and no evidence files",
-                               hint="`sgl-kit doctor lab`, `sgl-kit doctor gpu-box`, or give --log/--command "
-                                    "and friends (sgl-kit doctor --help)")
-            ev = from_files(sglang=args.sglang, package_dir=args.package_dir, baseline=args.baseline,
-                            bench=args.bench, gpu=args.gpu, progress=progress, **given)
-            if args.prometheus:
-                add_runtime(ev, **runtime)
-            if args.trace:
+            if getattr(args, "trace", None):
                 add_trace(ev, args.trace)
-            result = diagnose(ev)
-    finally:
-        if status is not None:
-            status.stop()
-    if args.json:
-        emit_json(result.to_dict())
-    else:
-        sys.stdout.write(result.to_text(width=_width()))
-    return 0
-
-
-def _width() -> int:
-    import shutil
-
-    return max(60, min(110, shutil.get_terminal_size((100, 24)).columns))
+        return ev
+    if not given and not (runtime or {}).get("prometheus") and not getattr(args, "trace", None):
+        raise KitError("nothing to examine: no TARGET and no evidence files",
+                       hint=f"`sgl-kit {args.command} lab`, `sgl-kit {args.command} gpu-box`, or give --log/--command "
+                            f"and friends (sgl-kit {args.command} --help)")
+    ev = from_files(sglang=args.sglang, package_dir=args.package_dir, baseline=getattr(args, "baseline", None),
+                    bench=getattr(args, "bench", None), gpu=args.gpu, progress=progress, **given)
+    if (runtime or {}).get("prometheus"):
+        add_runtime(ev, **runtime)
+    if getattr(args, "trace", None):
+        add_trace(ev, args.trace)
+    return ev

@@ -107,6 +107,48 @@ class GateChain:
         tail = ("; it refuses some requests: " + "; ".join(f"`{s.text}` ({s.where})" for s in cond[:3])) if cond else ""
         return f"{self.title} runs for this launch's text requests in sglang {self.version}{tail}"
 
+    def to_text(self, width: int = 100, every: bool = False, restored: bool = False) -> str:
+        """The chain for a person: the verdict, then each check in order (passing ones folded unless
+        ``every``), each with its site, condition, verdict and why; then what the batch was read as."""
+        import textwrap
+
+        def wrap(text: str, first: str = "", rest: str = "    ") -> str:
+            return "\n".join(textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                                            break_on_hyphens=False, break_long_words=False)) or first
+
+        head = f"{self.title}, sglang {self.version}" + (" (the launch with it turned back on)" if restored else "")
+        out = [head, wrap(f"verdict: {self.verdict}: {self.sentence()}", "", "  "), ""]
+        marks = {"refuses": "REFUSES", "passes": "passes", "depends": "depends", "unknown": "unknown"}
+        folded = 0
+        for stage, label in (("setup", "at startup (the path is built, or not)"),
+                             ("gate", "for every batch (" + (self.batch or "the batch") + ")")):
+            steps = [s for s in self.steps if s.stage == stage]
+            if not steps:
+                continue
+            out.append(f"{label}:")
+            for s in steps:
+                if s.verdict == "passes" and not every:
+                    folded += 1
+                    continue
+                via = f" (in {s.via})" if s.via else ""
+                typical = ""
+                out.append(wrap(f"{marks[s.verdict]:8} {s.where}{via}: {s.text}", "  ", "           "))
+                why = s.reason if s.verdict != "passes" else ""
+                if why or typical:
+                    out.append(wrap((why + typical).lstrip("; "), "           ", "           "))
+                if s.message and s.verdict in ("refuses", "unknown"):
+                    out.append(wrap(f"its log line: {s.message!r}", "           ", "           "))
+        if folded:
+            out.append(f"  ({folded} checks pass for this launch; --all lists them)")
+        if self.requires is not None:
+            out += ["", f"it runs inside {self.requires.title}: {self.requires.verdict} "
+                        f"({self.requires.sentence()})"]
+        if self.facts:
+            out += ["", "read as:"] + [wrap(f"- {f}", "  ", "    ") for f in self.facts]
+        if self.notes:
+            out += ["", "notes:"] + [wrap(f"- {n}", "  ", "    ") for n in self.notes]
+        return "\n".join(out) + "\n"
+
     def to_dict(self) -> dict:
         return {"mechanism": self.mechanism, "title": self.title, "version": self.version, "batch": self.batch,
                 "verdict": self.verdict, "sentence": self.sentence(),

@@ -381,14 +381,13 @@ class _Reader:
         elif kind == "decode":
             facts["forward_mode"] = self.enum("ForwardMode", "TARGET_VERIFY" if algo else "DECODE")
         defaults = self._batch_defaults(ev)
-        reads: list[str] = []
+        declared = self.__dict__.get("_batch_fields", set())
 
         def lookup(name: str):
-            if name in defaults:
-                if open_:
-                    reads.append(name)
-                    return Unknown((f"forward_batch.{name}", _REQUEST))
-                return defaults[name]
+            if name in defaults and not open_:
+                return defaults[name]  # a plain text request leaves it at its dataclass default
+            if name in defaults or name in declared:
+                return Unknown((f"forward_batch.{name}", _REQUEST))
             return MISSING_FACT
 
         if kind == "all-reduce":
@@ -403,8 +402,11 @@ class _Reader:
         ref = self._class("ForwardBatch")
         if ref is None:
             return memo
+        fields = self.__dict__.setdefault("_batch_fields", set())
         for _module, node in class_fields(self.modules, ref.module, ref.node):
             name = node.target.id
+            if name not in ("forward_mode", "capture_hidden_mode"):
+                fields.add(name)
             if node.value is None or name in ("forward_mode", "capture_hidden_mode"):
                 continue
             try:
@@ -717,7 +719,8 @@ def _combine(typical: list[GateStep], opened: list[GateStep]) -> list[GateStep]:
             continue
         parts = [p.strip() for p in o.reason.split(";") if p.strip()]
         reads = sorted({p.split(":", 1)[0].removeprefix("forward_batch.") for p in parts if _REQUEST in p})
-        if reads and all(_REQUEST in p for p in parts):
+        loops = ("a loop variable", "inside a loop")
+        if reads and all(_REQUEST in p or (any(x in p for x in loops) and t.verdict != "unknown") for p in parts):
             o.verdict = "depends"
             o.reads = reads
             o.typical = t.verdict if t.verdict in ("refuses", "passes") else ""
