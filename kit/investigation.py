@@ -538,7 +538,7 @@ def fix_plan(diagnosis, server, *, checks: bool = True) -> list[FixStep]:
     steps, machine = [], []
     for finding in diagnosis.findings:
         changes = [c for c in finding.changes if c.option]
-        if not changes and finding.id in machine_fixes:
+        if not changes and finding.id in machine_fixes and finding.advice:
             # A change to the machine (BIOS, driver), not to the flags: the lab's scenario stands in for it.
             machine.append(finding.id)
             steps.append(FixStep(finding.title, finding.id, [], list(flags), list(finding.sites), list(machine)))

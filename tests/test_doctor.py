@@ -55,6 +55,8 @@ LAUNCHES = {
     "tp1": "--model-path /root/models/Qwen3.6-27B --mem-fraction-static 0.85 "
            + SPEC.format(steps=3, draft=4),
     "nospec": BASE,
+    "tp4-no-custom-ar": "--model-path /root/models/Qwen3.6-27B --tp-size 4 --mem-fraction-static 0.85 "
+                        "--disable-custom-all-reduce",
 }
 
 
@@ -327,7 +329,28 @@ def test_p2p_unavailable_between_the_tp_gpus(launches, tree, pkg):
     p2p = str(HW / "topo_p2p_rw_2x_rtx5090.txt")  # GNS between GPU0 and GPU1
     f = finding(run(launches, tree, "old", topo=[p2p]), "p2p-unavailable")
     assert "GPU0-GPU1: GNS" in f.evidence[0]
+    # GNS: the GPUs offer no peer access, so no BIOS or driver fix is offered
+    assert f.changes == [] and f.advice == [] and "GNS (GPU not supported)" in f.avoid[0]
+    # the site is found although 0.5.11 splits the warning's text over two string literals
+    assert f.sites == ["srt/distributed/device_communicators/custom_all_reduce_utils.py:474"]
     assert "p2p-unavailable" not in ids(run(launches, tree, "tp1", topo=[p2p]))  # one GPU: no peers needed
+
+
+def test_custom_all_reduce_on_more_than_two_pcie_gpus_is_not_a_fix_sglang_refuses_it(launches, tree, pkg):
+    # 8x RTX 4090 on PCIe (a real capture): tp 4 on GPU0-3, no NVLink between them
+    pcie = str(HW / "topo_8x_rtx4090_pcie_2nic_tabs_nolegend.txt")
+    f = finding(run(launches, tree, "tp4-no-custom-ar", topo=[pcie], command=True), "custom-all-reduce-off")
+    assert (f.impact, f.impact_basis) == (0.0, "from the source")
+    assert "srt/distributed/device_communicators/custom_all_reduce_utils.py:462" in f.impact_reason
+    assert "more than two PCIe-only GPUs" in f.impact_reason
+    assert f.changes == [] and f.fix[0].startswith("turning it back on would not make it run here")
+    # without the links the chain cannot decide it: not estimated, and the evidence that would tell is named
+    f = finding(run(launches, tree, "tp4-no-custom-ar"), "custom-all-reduce-off")
+    assert f.impact is None and "nvidia-smi topo -m" in f.impact_reason
+    # 8x H100 joined by NVLink: the custom kernel would run, so removing the flag is the fix
+    nvlink = str(HW / "topo_8x_h100_nv18_matrix_only.txt")
+    f = finding(run(launches, tree, "tp4-no-custom-ar", topo=[nvlink]), "custom-all-reduce-off")
+    assert [str(c) for c in f.changes] == ["remove --disable-custom-all-reduce"]
 
 
 def test_tp_across_numa_while_a_closer_pair_exists(launches, tree, pkg, tmp_path):

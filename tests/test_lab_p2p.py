@@ -31,7 +31,7 @@ def lab(tmp_path_factory):
         mp.undo()
 
 
-def test_the_doctor_finds_p2p_missing_and_models_it_and_the_fix_makes_decode_faster(lab, tmp_path):
+def test_the_doctor_finds_p2p_missing_models_it_and_offers_no_fix_for_gns(lab, tmp_path):
     host = lab.host
     server = resolve_server(host, "lab")
     run = investigation.measure(host, server, requests=6, max_tokens=96, progress=None,
@@ -41,19 +41,31 @@ def test_the_doctor_finds_p2p_missing_and_models_it_and_the_fix_makes_decode_fas
     assert "GPU0-GPU1: GNS" in p2p.evidence[0]  # read from the lab's topo -p2p stand-in
     assert p2p.estimate.basis == "modelled" and 0.03 < p2p.impact < 0.2
     assert any("134 all-reduces per round" in i for i in p2p.estimate.inputs)
+    assert any("4x Tesla V100 (PCIe)" in i and "no peer access" in i for i in p2p.estimate.inputs)
+    # GNS: the GPU itself offers no peer access, so nothing is prescribed and nothing is planned
+    assert p2p.changes == [] and p2p.advice == [] and "GNS" in p2p.avoid[0]
+    assert p2p.sites and p2p.sites[0].startswith("srt/distributed/device_communicators/custom_all_reduce_utils.py:")
     assert not any("max-running" in q for q in diagnosis.open_questions)  # it does not bear on one stream
-    plan = investigation.fix_plan(diagnosis, server)
-    assert [(s.finding, s.machine) for s in plan] == [("p2p-unavailable", ["p2p-unavailable"])]
-    validation = investigation.validate(host, "lab", server, plan, requests=6, max_tokens=96, progress=None,
-                                        diagnosis=diagnosis)
-    fixed = validation.results[-1]
-    assert fixed.vs_previous.verdict == "improved" and fixed.vs_previous.ci_low > 0
-    # The as-found run came after the measurement above, with the same prompts: without the cache flush
-    # before each run it would read a warm prefix cache and the relaunched step a cold one (+80%).
-    # Within 5%: a few percent of CPU noise between two runs can be significant for the bootstrap
-    # (+2.9%, CI [+0.2, +4.8] was seen once), so the verdict itself is not asserted.
-    assert abs(fixed.ttft_vs_previous.rel_diff) < 0.05, fixed.ttft_vs_previous
-    after = resolve_server(host, "lab")
-    assert after.env.get("SGL_KIT_LAB_MACHINE") == "p2p-unavailable"
-    again = doctor("lab", host=host)
-    assert "p2p-unavailable" not in [f.id for f in again.findings]  # topo -p2p now reports OK
+    assert investigation.fix_plan(diagnosis, server) == []
+
+
+def test_gpus_with_peer_access_make_decode_faster_by_about_the_modelled_share(lab, tmp_path):
+    """What GPUs that offer peer access would buy: the lab stands in for such a machine (its scenario's
+    machine fix), and sglang's own checks (read when the stand-in starts) then let custom all-reduce run."""
+    host = lab.host
+    server = resolve_server(host, "lab")
+    modelled = next(f for f in doctor("lab", host=host).findings if f.id == "p2p-unavailable").impact
+    before = investigation.measure(host, server, requests=8, max_tokens=96, progress=None)
+    lab.restart(machine=("p2p-unavailable",))
+    try:
+        after_server = resolve_server(host, "lab")
+        assert after_server.env.get("SGL_KIT_LAB_MACHINE") == "p2p-unavailable"
+        assert "p2p-unavailable" not in [f.id for f in doctor("lab", host=host).findings]  # topo -p2p: OK
+        after = investigation.measure(host, after_server, requests=8, max_tokens=96, progress=None)
+    finally:
+        lab.restart(machine=())
+    rate = [r.summary().loc["decode_tok_s", "mean"] for r in (before, after)]
+    gain = rate[1] / rate[0] - 1
+    # the modelled share of decode lost is the gain's 1 - 1/(1+g); CPU noise on a shared machine moves
+    # each mean by a few percent, so only the direction and the order of magnitude are held
+    assert gain > 0 and 0.3 * modelled < 1 - 1 / (1 + gain) < 3 * modelled, (rate, modelled)

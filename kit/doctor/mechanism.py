@@ -30,13 +30,16 @@ RESTORE: dict[str, list[tuple[str, Any]]] = {
 }
 
 
-def chain(case, mechanism: str, *, restored: bool = False, changes: dict | None = None):
+def chain(case, mechanism: str, *, restored: bool = False, changes: dict | None = None,
+          facts: dict | None = None):
     """The kit.provenance.gates chain of ``mechanism`` for this case (None without a source tree).
-    ``restored``: with the path's switch turned back on; ``changes``: other field values to try."""
+    ``restored``: with the path's switch turned back on; ``changes``: other field values to try;
+    ``facts``: the machine as it would be after a change (``{"p2p": True}``), over what the evidence says."""
     if case.ev.tree is None:
         return None
     memo = case.__dict__.setdefault("_gate_chains", {})
-    key = (mechanism, restored, tuple(sorted((changes or {}).items(), key=lambda kv: kv[0])))
+    key = (mechanism, restored, tuple(sorted((changes or {}).items(), key=lambda kv: kv[0])),
+           tuple(sorted((facts or {}).items())))
     if key not in memo:
         from kit.provenance.gates import gate_chain
 
@@ -44,7 +47,8 @@ def chain(case, mechanism: str, *, restored: bool = False, changes: dict | None 
         for name, value in (changes or {}).items():
             _set(args, name, value)
         try:
-            memo[key] = gate_chain(case.ev.tree, mechanism, args, case.ev.model_config, facts=machine_facts(case),
+            memo[key] = gate_chain(case.ev.tree, mechanism, args, case.ev.model_config,
+                                   facts={**machine_facts(case), **(facts or {})},
                                    probes=case.probes, log_text="\n".join(case.ev.startup) or None)
         except KitError:
             memo[key] = None

@@ -8,8 +8,6 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from kit.errors import KitError
-
 from .case import Case
 from .result import Change
 from .rulebase import Fix, Impact, Rule, not_estimated, rule, version_in
@@ -103,14 +101,46 @@ def _p2p_missing(case: Case) -> list[str] | None:
     return [f"nvidia-smi topo -p2p: no peer access between TP ranks ({'; '.join(bad)}) ({how})"]
 
 
+def _p2p_statuses(case: Case) -> set[str]:
+    p2p = getattr(case.ev.hardware, "p2p", None)
+    used, _ = _tp_gpus(case)
+    return {p2p.status.get(f"{a}-{b}") or p2p.status.get(f"{b}-{a}") or "?"
+            for a, b in itertools.combinations(used, 2) if p2p.supported(a, b) is False} if p2p else set()
+
+
+def _with_p2p(case: Case):
+    """sglang's custom all-reduce chain on this machine with peer access working (and the flag off)."""
+    from .mechanism import chain
+
+    return chain(case, "custom-all-reduce", changes={"disable_custom_all_reduce": False}, facts={"p2p": True})
+
+
+def _p2p_impact(case: Case) -> Impact:
+    after = _with_p2p(case)
+    if after is not None and after.blocking is not None and "p2p" not in after.blocking.text.lower():
+        return _ar_buys_nothing(case, after, "with peer access working")
+    return _custom_ar_impact(case, "without P2P, sglang's custom all-reduce turns itself off at startup and NCCL "
+                                   "copies through host memory", p2p=False)
+
+
+def _p2p_fix(case: Case) -> Fix:
+    statuses = _p2p_statuses(case)
+    after = _with_p2p(case)
+    if after is not None and after.blocking is not None and "p2p" not in after.blocking.text.lower():
+        return [], [f"peer access alone would not turn sglang's custom all-reduce on here: {after.sentence()}"], []
+    if "GNS" in statuses:
+        # nothing to prescribe on this machine: the estimate says what GPUs with peer access would buy
+        return [], [], ["looking for a BIOS or driver setting: nvidia-smi reports GNS (GPU not supported) between "
+                        "these GPUs, the GPU itself offers no peer access; GPUs that do would (the estimate is what "
+                        "that would buy)"]
+    return [], ["enable peer access: IOMMU passthrough (`iommu=pt`) or ACS off in the BIOS; on consumer cards P2P "
+                "may be blocked by the driver"], []
+
+
 rule(Rule(
     "p2p-unavailable", "GPUs used by tensor parallelism cannot reach each other peer to peer", ">=0.4",
     ("p2p", "args", "environ"),
-    when=_p2p_missing,
-    impact=lambda case: _custom_ar_impact(case, "without P2P, sglang's custom all-reduce turns itself off at "
-                                                 "startup and NCCL copies through host memory"),
-    fix=lambda case: ([], ["enable peer access: IOMMU passthrough (`iommu=pt`) or ACS off in the BIOS; on "
-                           "consumer cards P2P may be blocked by the driver"], []),
+    when=_p2p_missing, impact=_p2p_impact, fix=_p2p_fix,
     sites=lambda case: _p2p_check_site(case), affects=("all-reduce",), covers=lambda case: set()))
 
 
@@ -127,7 +157,16 @@ def _custom_ar_off(case: Case) -> list[str] | None:
     return out
 
 
+def _without_flag(case: Case):
+    from .mechanism import chain
+
+    return chain(case, "custom-all-reduce", changes={"disable_custom_all_reduce": False})
+
+
 def _custom_ar_fix(case: Case) -> Fix:
+    after = _without_flag(case)
+    if after is not None and after.blocking is not None:
+        return [], [f"turning it back on would not make it run here: {after.sentence()}"], []
     if case.asked("disable_custom_all_reduce"):
         return [Change(case.option("disable_custom_all_reduce") or "--disable-custom-all-reduce", remove=True)], [], \
             ["removing it where P2P is unavailable: the custom kernel needs peer access"]
@@ -138,8 +177,7 @@ rule(Rule(
     "custom-all-reduce-off", "Custom all-reduce is off with tensor parallelism", ">=0.4",
     ("args", "command", "source"),
     when=_custom_ar_off,
-    impact=lambda case: _custom_ar_impact(case, "small all-reduces at batch 1 are latency-bound, and NCCL's take "
-                                                 "longer than sglang's one-shot custom kernel"),
+    impact=lambda case: _custom_ar_off_impact(case),
     fix=_custom_ar_fix, sites=lambda case: _where(_resolution_sites(case, "disable_custom_all_reduce")),
     affects=("all-reduce",), covers=lambda case: {"disable_custom_all_reduce"}))
 
@@ -155,7 +193,36 @@ def allreduce_latency() -> dict:
     return dict(load_yaml(_ALLREDUCE))
 
 
-def _custom_ar_impact(case: Case, why: str) -> Impact:
+def _custom_ar_off_impact(case: Case) -> Impact:
+    after = _without_flag(case)
+    if after is not None and after.blocking is not None:
+        return _ar_buys_nothing(case, after, "without the flag")
+    if after is not None and after.undecided:
+        open_ = "; ".join(f"`{s.text}` ({s.where}: {s.reason})" for s in after.undecided[:2])
+        return not_estimated(f"whether sglang would run its custom all-reduce without the flag is not decided by the "
+                             f"evidence: {open_}", "decode tok/s", "`nvidia-smi topo -m` (NVLink between the GPUs)",
+                             "`nvidia-smi topo -p2p r` (peer access)")
+    return _custom_ar_impact(case, "small all-reduces at batch 1 are latency-bound, and NCCL's take longer than "
+                                   "sglang's one-shot custom kernel")
+
+
+def _ar_buys_nothing(case: Case, after, how: str) -> Impact:
+    block = after.blocking
+    return Impact(0.0, "from the source", f"{how}, sglang {case.ev.version} would still not run its custom all-reduce: "
+                  f"{block.function} returns at {block.where} (`{block.text}`)"
+                  + (f", and logs {block.message!r}" if block.message else ""), "decode tok/s",
+                  (f"{block.where}: {block.text}", f"tp_size {case.tp}", f"{_links(case)}"))
+
+
+def _links(case: Case) -> str:
+    from .mechanism import machine_facts
+
+    facts = machine_facts(case)
+    nv = {True: "NVLink between every pair", False: "not NVLink between every pair", None: "links not read"}
+    return f"{nv[facts['full_nvlink']]} ({case.ev.sources.get('topology', 'no nvidia-smi topo -m')})"
+
+
+def _custom_ar_impact(case: Case, why: str, p2p: bool = True) -> Impact:
     """Modelled: the fix turns sglang's custom all-reduce on, so each all-reduce of a round saves NCCL's
     latency less the custom kernel's (public numbers, kit/data/allreduce.yaml); the count per round is
     2 per layer for the verify (or decode step) plus 2 per draft step, from config.json; the round time
@@ -181,12 +248,20 @@ def _custom_ar_impact(case: Case, why: str) -> Impact:
     inputs = (f"{count} all-reduces per round (2 x {layers} layers" + (f" + {steps} draft steps x 2 x {draft_layers}"
               if steps else "") + ", config.json)",
               f"NCCL {lat['nccl_us']:g} us against the custom kernel's {lat['custom_us']:g} us per "
-              f"{lat['message_bytes'] // 1024} KB all-reduce ({lat['source']}; on other GPUs: an assumption)",
+              f"{lat['message_bytes'] // 1024} KB all-reduce, measured on {_measured_on(lat)} ({lat['source']}); "
+              f"here: {case.tp} ranks, {_links(case)}{'' if p2p else ', no peer access'}: that they hold here is an "
+              "assumption" + ("" if p2p else "; without peer access NCCL copies through host memory, slower than the "
+                                             "measured peer-to-peer NCCL, so the saving is likely larger"),
               f"a round of {round_ms:.1f} ms (accept length {accept:.2f} from {accept_where or 'decode'} / "
               f"{measured:.1f} tok/s from {where})")
     return Impact(share, "modelled", why + f"; the custom kernel would save {saved_ms:.2f} ms of each {round_ms:.1f} "
                   f"ms round (a public check: {lat['check']['what']}, {lat['check']['source']}: +7.1% to +12.5%)",
                   "decode tok/s", inputs)
+
+
+def _measured_on(lat: dict) -> str:
+    c = lat.get("conditions") or {}
+    return f"{c.get('gpus', '?')}, {c.get('ranks', '?')} ranks over {c.get('link', '?')}, NCCL with peer access"
 
 
 def _allreduce_impact(case: Case, why: str) -> Impact:
@@ -201,14 +276,13 @@ def _allreduce_impact(case: Case, why: str) -> Impact:
 
 
 def _p2p_check_site(case: Case) -> list[str]:
-    """Where this version's custom all-reduce turns itself off without P2P (its warning), if found."""
-    if case.ev.tree is None:
-        return []
-    try:
-        found = case.ev.tree.grep("lacks GPU P2P capability", fixed=True, max_matches=5)
-    except KitError:
-        return []
-    return [f"{m.path.removeprefix('sglang/')}:{m.line}" for m in found][:1]
+    """Where this version's custom all-reduce turns itself off without P2P: the check of its gate chain
+    whose message names P2P (read from the source, whatever the string literals are split into)."""
+    from .mechanism import chain
+
+    found = chain(case, "custom-all-reduce", changes={"disable_custom_all_reduce": False})
+    steps = [s for s in (found.steps if found is not None else []) if "P2P" in s.message or "p2p" in s.text]
+    return [steps[0].where] if steps else []
 
 
 # --------------------------------------------------------------------------- the attention backend

@@ -28,7 +28,7 @@ from .api import LabApp
 from .engine import Engine
 from .http import new_event_loop, serve
 from .launches import LabArgsError, LaunchArgs, effective_args_for, sglang_source
-from .throughput import load_scenario, prefill_replay, throughput_model
+from .throughput import custom_all_reduce_runs, load_scenario, prefill_replay, throughput_model
 
 log = logging.getLogger("kit.lab")
 PROG = "launch_server.py"
@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         scenario = load_scenario()
         config = _model_config(fields)
         replays, chain = prefill_replay(tree.root, fields, config)
-        model = throughput_model(scenario, fields, prefill_replays=replays)
+        custom_ar = custom_all_reduce_runs(tree.root, scenario, fields) if scenario.params.get("allreduce") else None
+        model = throughput_model(scenario, fields, prefill_replays=replays, custom_all_reduce=custom_ar)
     except (LabArgsError, KitError) as exc:
         sys.stderr.write(f"{PROG}: error: {exc.message}\n" + (f"  -> {exc.hint}\n" if exc.hint else ""))
         return 2

@@ -22,7 +22,8 @@ from typing import Any
 from kit.errors import KitError
 
 __all__ = ["MACHINE_ENV", "SCENARIO_ENV", "Scenario", "machine_fixes", "ThroughputModel", "allreduce_ms", "custom_all_reduce_on", "load_scenario",
-           "prefill_replay", "scenario_names", "throughput_model"]
+           "custom_all_reduce_runs", "prefill_replay", "scenario_names",
+           "throughput_model"]
 
 SCENARIO_ENV = "SGL_KIT_LAB_SCENARIO"
 # Changes to the machine the lab stands in for (comma-separated keys of the scenario's
@@ -162,7 +163,8 @@ class ThroughputModel:
         return math.exp(rng.gauss(-0.5 * self.jitter**2, self.jitter))
 
 
-def throughput_model(scenario: Scenario, args: Mapping[str, Any], prefill_replays: bool | None = None) -> ThroughputModel:
+def throughput_model(scenario: Scenario, args: Mapping[str, Any], prefill_replays: bool | None = None,
+                     custom_all_reduce: bool | None = None) -> ThroughputModel:
     """The speed of a server that runs with these effective arguments. ``prefill_replays``: whether the
     prefill graph's gate lets the target's prefill batches replay it (False: captured, never replayed,
     so prefill runs eagerly; see prefill_replay)."""
@@ -177,7 +179,7 @@ def throughput_model(scenario: Scenario, args: Mapping[str, Any], prefill_replay
         round_s = _on_off(dec["target_verify_ms"], cuda_graph, *graph) + steps * float(dec["draft_step_ms"])
     else:
         round_s = _on_off(dec["plain_decode_ms"], cuda_graph, *graph)
-    round_s += allreduce_ms(scenario, args, steps)
+    round_s += allreduce_ms(scenario, args, steps, custom_all_reduce)
     first, decay = float(dec["first_draft_accept"]), float(dec["accept_decay"])
     probs = tuple(first * decay**i for i in range(steps))
     on_off = ("piecewise_cuda_graph_on", "piecewise_cuda_graph_off")
@@ -201,6 +203,44 @@ def throughput_model(scenario: Scenario, args: Mapping[str, Any], prefill_replay
     )
 
 
+def machine_facts(scenario: Scenario) -> dict[str, Any]:
+    """What the scenario's machine (as found, or after its applied fixes) says for sglang's checks: peer
+    access, NVLink between every pair of GPUs (its topo's links), one node."""
+    section = scenario.params.get("allreduce") or {}
+    p2p = bool(section.get("p2p", True))
+    for fix in machine_fixes(scenario):
+        p2p = bool(fix.get("allreduce_p2p", p2p))
+    topo = (scenario.params.get("machine") or {}).get("topo") or ""
+    rows = [line.split("\t") for line in topo.splitlines() if line.startswith("GPU")]
+    links = [cell.strip() for row in rows for cell in row[1:len(rows) + 1] if cell.strip() and cell.strip() != "X"]
+    return {"p2p": p2p, "full_nvlink": all(x.startswith("NV") for x in links) if links else None, "same_node": True}
+
+
+def custom_all_reduce_runs(package_dir: str, scenario: Scenario, args: Mapping[str, Any]) -> bool | None:
+    """Whether sglang's custom all-reduce runs for this launch on the scenario's machine, read from
+    sglang's own checks (kit.provenance.gates); None when they cannot be read or do not decide."""
+    from kit.hosts import LocalHost
+    from kit.provenance.gates import gate_chain
+    from kit.source import SourceTree
+
+    if int(args.get("tp_size") or 1) < 2:
+        return False
+    try:
+        chain = gate_chain(SourceTree.at(LocalHost(), package_dir), "custom-all-reduce", dict(args), None,
+                           facts=machine_facts(scenario), probes=_PROBES["nvidia"])
+    except KitError:
+        return None
+    if chain.blocking is not None:
+        return False
+    return True if chain.read and not chain.undecided else None
+
+
+_PROBES = {"nvidia": {"is_cuda": True, "is_hip": False, "is_npu": False, "is_cpu": False, "is_xpu": False,
+                      "is_mps": False},
+           "amd": {"is_cuda": False, "is_hip": True, "is_npu": False, "is_cpu": False, "is_xpu": False,
+                   "is_mps": False}}
+
+
 def prefill_replay(package_dir: str, args: Mapping[str, Any], model_config: Mapping | None,
                    gpu_vendor: str = "nvidia"):
     """Whether sglang's prefill graph would replay for this launch's text prefill batches, read by
@@ -211,11 +251,10 @@ def prefill_replay(package_dir: str, args: Mapping[str, Any], model_config: Mapp
     from kit.provenance.gates import gate_chain
     from kit.source import SourceTree
 
-    probes = {"is_cuda": gpu_vendor == "nvidia", "is_hip": gpu_vendor == "amd", "is_npu": False, "is_cpu": False,
-              "is_xpu": False, "is_mps": False}
     try:
         tree = SourceTree.at(LocalHost(), package_dir)
-        chain = gate_chain(tree, "prefill-graph", dict(args), dict(model_config or {}) or None, probes=probes)
+        chain = gate_chain(tree, "prefill-graph", dict(args), dict(model_config or {}) or None,
+                           probes=_PROBES[gpu_vendor])
     except KitError:
         return None, None
     if not chain.read:
@@ -248,14 +287,17 @@ def custom_all_reduce_on(scenario: Scenario, args: Mapping[str, Any]) -> bool:
     return tp > 1 and not args.get("disable_custom_all_reduce") and p2p
 
 
-def allreduce_ms(scenario: Scenario, args: Mapping[str, Any], steps: int) -> float:
+def allreduce_ms(scenario: Scenario, args: Mapping[str, Any], steps: int, custom: bool | None = None) -> float:
     """The all-reduce time of one round (0 when the scenario does not model it): each forward
-    all-reduces a fixed number of times, at the custom kernel's or NCCL's latency."""
+    all-reduces a fixed number of times, at the custom kernel's or NCCL's latency. ``custom``: whether
+    sglang's custom all-reduce runs, as its gate chain says (custom_all_reduce_runs); None: the
+    scenario's own view (custom_all_reduce_on)."""
     section = scenario.params.get("allreduce")
     if not section or int(args.get("tp_size") or 1) < 2:
         return 0.0
     count = int(section["per_verify"]) + steps * int(section.get("per_draft", 0))
-    latency = float(section["custom_us"] if custom_all_reduce_on(scenario, args) else section["nccl_us"])
+    on = custom_all_reduce_on(scenario, args) if custom is None else custom
+    latency = float(section["custom_us"] if on else section["nccl_us"])
     return count * latency / 1e3
 
 
