@@ -15,35 +15,34 @@ import json
 import os
 import shlex
 import tempfile
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._paths import runs_dir
 from .errors import KitError
+from .validation import (
+    FixStep,
+    StepResult,
+    Validation,
+    describe_plan,
+    fix_plan,
+    measure,
+    prediction_holds,
+    relaunch,
+    validate,
+    where_it_pays,
+)
 
-__all__ = ["FixStep", "Symptom", "Validation", "WhatDiffers", "baseline_launch", "compare_launch",
-           "describe_plan", "differences_that_matter", "dryrun_crosscheck", "fix_plan", "measure", "rule_source",
-           "symptom", "validate", "way_out", "what_differs", "why_it_fired"]
+__all__ = ["FixStep", "StepResult", "Symptom", "Validation", "WhatDiffers", "baseline_launch", "compare_launch",
+           "describe_plan", "differences_that_matter", "dryrun_crosscheck", "fix_plan", "measure", "prediction_holds",
+           "relaunch", "rule_source", "symptom", "validate", "way_out", "what_differs", "where_it_pays",
+           "why_it_fired"]
 
 _RESOLVED = Path(__file__).resolve().parent / "data" / "resolved"
 
 
 # --------------------------------------------------------------------------- 01 the symptom
-
-
-def measure(host, server, *, requests: int = 8, max_tokens: int = 128, concurrency: int = 1,
-            progress: Any = "auto", out: str | None = None, label: str | None = None):
-    """A benchmark of ``server`` (kit.bench.bench through its host: a forward when remote)."""
-    from .bench import bench
-
-    if not out:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        out = str(runs_dir() / f"{label or 'run'}-{stamp}-{os.getpid()}-{server.port}.jsonl")
-    return bench(host, port=server.port, requests=requests, max_tokens=max_tokens, concurrency=concurrency,
-                 warmup=1, progress=progress, out=out)
 
 
 @dataclass
@@ -462,6 +461,7 @@ class WayOut:
     refused: list  # kit.provenance.Refusal: what sglang refuses at startup
     version: str | None
     no_gpu: str = ""  # why there is nothing to turn back on (device = 'cpu'), or ""
+    chain: Any = None  # kit.provenance.gates.GateChain of the graph turned back on (does it replay?)
 
     def to_text(self) -> str:
         out = []
@@ -471,7 +471,16 @@ class WayOut:
                                     if self.escape is not None else ""))
         elif self.escape is not None:
             out.append(f"In {self.version} the way out is {self.escape.option} (the early return "
-                       f"`if {self.escape.condition}` at {self.escape.where}).")
+                       f"`if {self.escape.condition}` at {self.escape.where}), which skips every rule after it, "
+                       "those that protect correctness included.")
+            block = self.chain.blocking if self.chain is not None else None
+            if block is not None:
+                out.append(f"But turned back on, the graph would not run for this launch: {block.function} refuses "
+                           f"{self.chain.batch} at {block.where} (`{block.text}`). The flag would capture a graph "
+                           "that never replays: it buys nothing here (04_fix_and_validate measures it).")
+            elif self.chain is not None and self.chain.read:
+                out.append("Turned back on, no check of its gate refuses this launch's text requests: "
+                           + self.chain.sentence() + ".")
         else:
             out.append(f"sglang {self.version} has no flag that skips the rule that fired.")
         for r in self.refused:
@@ -500,356 +509,20 @@ def way_out(tree, explanation, snapshot=None, model_config=None) -> WayOut:
     if "language_only" in cli_defaults(tree) and vlm and not no_gpu:
         refused = [r for r in refusals(tree, snapshot or {}, {"language_only": True}, model_config)
                    if r.status == "fired"]
-    return WayOut(found[0] if found else None, refused, tree.version, no_gpu)
+    chain = None
+    if found and not no_gpu:
+        from .doctor.mechanism import RESTORE
+        from .provenance.gates import gate_chain
+
+        values = dict(getattr(snapshot, "fields", snapshot) or {})
+        field_, on = next(((f, v) for f, v in RESTORE["prefill-graph"] if f in values), (None, None))
+        if field_ is not None:
+            values[field_] = on
+            try:
+                chain = gate_chain(tree, "prefill-graph", values, model_config, probes=_CUDA)
+            except KitError:
+                chain = None
+    return WayOut(found[0] if found else None, refused, tree.version, no_gpu, chain)
 
 
-# --------------------------------------------------------------------------- 04 fix and validate
-
-
-@dataclass
-class FixStep:
-    title: str  # the finding it fixes
-    finding: str  # its id
-    changes: list  # kit.doctor.Change
-    flags: list[str]  # the server's flags with this step and every earlier one applied
-    sites: list[str] = field(default_factory=list)  # the sglang file:line behind the finding
-    machine: list[str] = field(default_factory=list)  # machine changes so far (the lab stands in for them)
-    predicted: str = ""  # a check, not a fix: the source says it changes nothing here, and why
-
-    @property
-    def command(self) -> str:
-        return "python -m sglang.launch_server " + shlex.join(self.flags)
-
-    @property
-    def label(self) -> str:
-        """What the step changes: its flags, or the machine (which the lab stands in for)."""
-        return _step_label(self)
-
-
-def fix_plan(diagnosis, server, *, checks: bool = True) -> list[FixStep]:
-    """One step per finding whose fix is a change of flags, in the doctor's order (largest first),
-    each with the flags of every earlier step: the launch to try at that step. With ``checks``, then one
-    step per change the doctor predicts to change nothing (a finding's ``checks``, read from the source):
-    measured to confirm the prediction, on top of every fix."""
-    from .server_args import server_flags
-
-    flags = server_flags(server.argv)
-    machine_fixes = _lab_machine_fixes(server)
-    steps, machine = [], []
-    for finding in diagnosis.findings:
-        changes = [c for c in finding.changes if c.option]
-        if not changes and finding.id in machine_fixes and finding.advice:
-            # A change to the machine (BIOS, driver), not to the flags: the lab's scenario stands in for it.
-            machine.append(finding.id)
-            steps.append(FixStep(finding.title, finding.id, [], list(flags), list(finding.sites), list(machine)))
-            continue
-        if not changes:
-            continue
-        for change in changes:
-            flags = change.apply(flags)
-        steps.append(FixStep(finding.title, finding.id, changes, list(flags), list(finding.sites), list(machine)))
-    for finding in diagnosis.findings if checks else []:
-        for change, why in getattr(finding, "checks", []) or []:
-            flags = change.apply(flags)
-            steps.append(FixStep(finding.title, finding.id, [change], list(flags), list(finding.sites),
-                                 list(machine), predicted=f"no change: {why}"))
-    return steps
-
-
-def describe_plan(plan: list[FixStep], diagnosis=None) -> str:
-    """The plan, one line per step; with no step, why: the doctor's findings that do not apply here."""
-    if plan:
-        return "\n".join(f"step {n}: {step.title}: {step.label}" + (f" (a check: predicted {step.predicted})"
-                                                                   if step.predicted else "")
-                         for n, step in enumerate(plan, 1))
-    idle = [f for f in getattr(diagnosis, "findings", []) or []
-            if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
-    lines = ["no step: the doctor found no change of flags to try on this server"]
-    lines += [f"  {f.title} ({f.id}): {f.estimate.reason}" for f in idle]
-    return "\n".join(lines)
-
-
-def _lab_machine_fixes(server) -> dict:
-    """The machine fixes the lab's scenario can stand in for, by finding id ({} for a real server)."""
-    if getattr(server, "kind", None) != "lab":
-        return {}
-    from .lab.throughput import SCENARIO_ENV, load_scenario
-
-    scenario = load_scenario((server.env or {}).get(SCENARIO_ENV))
-    return dict((scenario.params.get("machine") or {}).get("fixes") or {})
-
-
-def _step_label(step: FixStep) -> str:
-    if step.changes:
-        return ", ".join(map(str, step.changes))
-    return f"the machine changed for {step.finding} (the lab stands in for it)"
-
-
-@dataclass
-class StepResult:
-    step: FixStep | None  # None: the launch as found
-    run: Any  # kit.bench.BenchRun
-    rate: float | None  # mean per-request decode tok/s
-    vs_previous: Any = None  # kit.bench.Comparison of decode tok/s
-    ttft_ms: float | None = None  # mean time to first token
-    ttft_vs_previous: Any = None  # kit.bench.Comparison of time to first token
-
-
-@dataclass
-class Validation:
-    target: str
-    results: list[StepResult]
-    baseline_tok_s: float | None
-    ceiling_tok_s: float | None  # at the final accept length
-    applied: bool
-    notes: list[str] = field(default_factory=list)
-    open_questions: list[str] = field(default_factory=list)  # the doctor's: what else to check, what would decide it
-    planned: int | None = None  # steps in the plan (0: the doctor found nothing to change)
-    not_applicable: list[str] = field(default_factory=list)  # the doctor's findings that do not apply, with why
-
-    @property
-    def before(self) -> float | None:
-        return self.results[0].rate if self.results else None
-
-    @property
-    def after(self) -> float | None:
-        return self.results[-1].rate if self.results else None
-
-    @property
-    def symptom_gone(self) -> bool | None:
-        if not self.applied or self.after is None or not self.baseline_tok_s:
-            return None
-        return self.after >= 0.9 * self.baseline_tok_s
-
-    def conclusion(self) -> str:
-        """What the runs show, and only that: each fix's effect on decode and on time to first token,
-        and the part of the gap to the baseline they leave unexplained."""
-        if self.planned == 0:
-            return self._nothing_to_fix()
-        if not self.applied:
-            return ("Not applied: the fixes were printed, not run (set apply_fix = True to relaunch a real server). "
-                    f"Before: {self.before:.1f} tok/s.")
-        first = self.results[0]
-        lines = [f"Before: {self.before:.1f} tok/s per request, time to first token {first.ttft_ms:.0f} ms "
-                 f"(means of {first.run.totals['ok']} requests)."]
-        for r in self.results[1:]:
-            lines.append(f"+ {r.step.title} ({_step_label(r.step)}): {_effect(r)}.")
-            if r.step.predicted:
-                lines.append(f"  predicted {r.step.predicted.split(':', 1)[0]} ({r.step.predicted.split(': ', 1)[-1]}): "
-                             + ("the measurement agrees, a validated negative: do not ship this change here."
-                                if prediction_holds(r) else "the measurement disagrees: look again at the gate "
-                                "chain (sgl-kit gates) and at what else changed"))
-        if self.ceiling_tok_s:
-            lines.append(f"After: {self.after:.1f} tok/s, {self.after / self.ceiling_tok_s:.0%} of the single-stream "
-                         f"ceiling ({self.ceiling_tok_s:.1f} tok/s at this accept length).")
-        if self.symptom_gone is not None:
-            lines.append(f"The symptom is {'gone' if self.symptom_gone else 'still there'}: {self.after:.1f} tok/s "
-                         f"against the baseline's {self.baseline_tok_s:g} "
-                         f"({'at least' if self.symptom_gone else 'below'} 90% of it).")
-        if self.symptom_gone is False:
-            lines.append(f"The rest of the gap, {self.baseline_tok_s - self.after:.1f} tok/s, is unexplained: no fix "
-                         "measured here closes it. What else to check, and what would decide it:")
-            lines += [f"  - {q}" for q in self.open_questions or ["nothing the doctor could name: compare the "
-                                                                  "baseline's launch and version by hand"]]
-        return "\n".join(lines + self.notes)
-
-    def _nothing_to_fix(self) -> str:
-        first = self.results[0]
-        lines = ["Nothing to fix: the doctor found no change of flags for this server, so no step was planned, "
-                 "nothing was relaunched, and no improvement is claimed."]
-        if self.not_applicable:
-            lines.append("Its findings that do not apply here:")
-            lines += [f"  - {x}" for x in self.not_applicable]
-        lines.append(f"Measured as found: {self.before:.1f} tok/s per request, time to first token "
-                     f"{first.ttft_ms:.0f} ms (means of {first.run.totals['ok']} requests, "
-                     f"{first.run.totals.get('output_tokens', 0)} output tokens counted by the server).")
-        if self.baseline_tok_s:
-            lines.append(f"Against the baseline's {self.baseline_tok_s:g} tok/s: "
-                         f"{'at least' if self.before >= 0.9 * self.baseline_tok_s else 'below'} 90% of it.")
-        return "\n".join(lines + self.notes)
-
-    def to_dict(self) -> dict:
-        steps = []
-        for r in self.results:
-            c, t = r.vs_previous, r.ttft_vs_previous
-            steps.append({"step": r.step.title if r.step else "as found", "finding": r.step.finding if r.step else None,
-                          "changes": [str(x) for x in r.step.changes] if r.step else [],
-                          "machine": list(r.step.machine) if r.step else [],
-                          "sites": list(r.step.sites) if r.step else [], "rate_tok_s": r.rate, "ttft_ms": r.ttft_ms,
-                          "predicted": r.step.predicted if r.step else "",
-                          "prediction_holds": prediction_holds(r) if r.step and r.step.predicted else None,
-                          "run": str(r.run.path) if r.run is not None and getattr(r.run, "path", None) else None,
-                          "vs_previous": c.to_dict() if c is not None else None,
-                          "ttft_vs_previous": t.to_dict() if t is not None else None,
-                          "effect": _effect(r) if c is not None else None})
-        return {"target": self.target, "applied": self.applied, "before_tok_s": self.before,
-                "after_tok_s": self.after, "baseline_tok_s": self.baseline_tok_s, "ceiling_tok_s": self.ceiling_tok_s,
-                "symptom_gone": self.symptom_gone, "unexplained_tok_s": (self.baseline_tok_s - self.after)
-                if self.symptom_gone is False else None, "open_questions": list(self.open_questions),
-                "planned": self.planned, "not_applicable": list(self.not_applicable),
-                "steps": steps, "conclusion": self.conclusion()}
-
-    def save(self, path: str | os.PathLike) -> Path:
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(self.to_dict(), indent=2, default=str) + "\n")
-        return out
-
-    def plot(self):
-        from .display import steps_chart
-
-        return steps_chart(self)
-
-    def __repr__(self) -> str:
-        return f"<Validation {self.target}: {self.before} -> {self.after} tok/s>"
-
-    def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(self.conclusion()) + "</pre>"
-
-
-def prediction_holds(r: StepResult) -> bool:
-    """A "no change" prediction holds when neither decode nor time to first token changed significantly."""
-    return all(c is None or c.verdict not in ("improved", "regressed") for c in (r.vs_previous, r.ttft_vs_previous))
-
-
-def _effect(r: StepResult) -> str:
-    """One step's measured effect, decode and time to first token, each with its interval."""
-    c, t = r.vs_previous, r.ttft_vs_previous
-    out = (f"decode {r.rate:.1f} tok/s, {c.diff:+.1f} tok/s ({c.rel_diff:+.0%}), {c.confidence:.0%} CI "
-           f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {_word(c.verdict, 'faster', 'slower')}")
-    if t is not None:
-        out += (f"; time to first token {r.ttft_ms:.0f} ms, {t.diff:+.0f} ms ({t.rel_diff:+.0%}), CI "
-                f"[{t.ci_low:+.0f}, {t.ci_high:+.0f}]: {_word(t.verdict, 'lower', 'higher')}")
-    return out
-
-
-def _word(verdict: str, better: str, worse: str) -> str:
-    return {"improved": better, "regressed": worse}.get(verdict, "no significant change")
-
-
-def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 8, max_tokens: int = 128,
-             apply_fix: bool = False, baseline_tok_s: float | None = None, progress: Any = "auto",
-             say: Callable[[str], None] = print, diagnosis=None) -> Validation:
-    """Bench the launch as found, then relaunch with each step and bench again, comparing each with
-    the one before (bootstrap CI, decode tok/s and time to first token). The lab is relaunched with
-    `Lab.restart`; a real server only when ``apply_fix`` is True (otherwise each step's command is
-    printed and nothing is run). ``diagnosis`` (the doctor's) gives what else to check when the
-    fixes leave a gap to the baseline."""
-    from .bench import compare
-    from .target import resolve_server
-
-    questions = list(getattr(diagnosis, "open_questions", []) or [])
-    idle = [f"{f.title} ({f.id}): {f.estimate.reason}" for f in getattr(diagnosis, "findings", []) or []
-            if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
-    if not plan:  # nothing to relaunch: the launch as found, measured, is the whole result
-        run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
-        say("the doctor planned no step: nothing to relaunch")
-        return Validation(target, [StepResult(None, run, _mean(run.summary(), "decode_tok_s"),
-                                              ttft_ms=_mean(run.summary(), "ttft_ms"))], baseline_tok_s,
-                          None, False, open_questions=questions, planned=0, not_applicable=idle)
-    lab = _lab_of(host, server)
-    notes = []
-    if lab is not None or apply_fix:
-        # Every step starts from an empty prefix cache: a relaunch empties it, so a first run against a
-        # cache warmed by earlier benchmarks would read a lower time to first token than any step can.
-        notes += _flush_cache(server)
-    first = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
-    results = [StepResult(None, first, _mean(first.summary(), "decode_tok_s"), ttft_ms=_mean(first.summary(),
-                                                                                          "ttft_ms"))]
-    if lab is None:
-        for step in plan:
-            say(f"{step.title}:\n  {_prefix(server)}{shlex.join(step.flags)}")
-        if not apply_fix:
-            say("not applied: set apply_fix = True to relaunch this server with each step in turn")
-            return Validation(target, results, baseline_tok_s, None, False, open_questions=questions,
-                              planned=len(plan), not_applicable=idle)
-    previous = first
-    accept = first.totals.get("accept_length")
-    for step in plan:
-        say(f"relaunching with {_step_label(step)}")
-        if lab is not None:
-            lab.restart(flags=step.flags, machine=tuple(step.machine))
-        else:
-            relaunch(host, server, step.flags)
-        server = resolve_server(host, target, port=server.port)
-        notes += _flush_cache(server)  # a fresh server's cache is empty; this says so rather than assumes it
-        run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress,
-                      label=step.finding)
-        summary = run.summary()
-        results.append(StepResult(step, run, _mean(summary, "decode_tok_s"), compare(previous, run),
-                                  _mean(summary, "ttft_ms"), compare(previous, run, metric="ttft_ms")))
-        previous, accept = run, run.totals.get("accept_length") or accept
-    ceiling = _ceiling(host, server, accept)
-    return Validation(target, results, baseline_tok_s, ceiling, True, list(dict.fromkeys(notes)),
-                      open_questions=questions, planned=len(plan), not_applicable=idle)
-
-
-def _flush_cache(server, timeout: float = 30.0) -> list[str]:
-    """POST /flush_cache (sglang's endpoint, entrypoints/http_server.py), so that every measured step
-    starts with an empty prefix cache; a note when the server refused or could not be reached."""
-    import urllib.request
-
-    if not server.url:
-        return [f"the prefix cache of pid {server.pid} was not flushed (no URL): times to first token may "
-                "compare a warm cache with a cold one"]
-    try:
-        with urllib.request.urlopen(urllib.request.Request(server.url + "/flush_cache", method="POST"),
-                                    timeout=timeout) as resp:
-            resp.read()
-        return []
-    except OSError as exc:
-        return [f"the prefix cache was not flushed before a run ({server.url}/flush_cache: {exc}): times to "
-                "first token may compare a warm cache with a cold one"]
-
-
-def _mean(summary, row: str) -> float | None:
-    value = summary.loc[row, "mean"] if row in summary.index else None
-    return None if value is None or value != value else float(value)
-
-
-def _head(server) -> list[str]:
-    """The server's argv up to its flags (``/root/ml-env/bin/python -m sglang.launch_server``)."""
-    from .server_args import server_flags
-
-    flags = server_flags(server.argv)
-    return server.argv[:len(server.argv) - len(flags)] if flags else list(server.argv)
-
-
-def _prefix(server) -> str:
-    return shlex.join(_head(server)) + " "
-
-
-def relaunch(host, server, flags: list[str], *, timeout: float = 900.0) -> dict:
-    """Stop ``server`` and start it again with ``flags``, the way it ran (its interpreter, module, working
-    directory, environment and log), then wait for /health. For a server the kit did not start: only
-    when a person asked (``apply_fix``). Raises KitError, with the end of the log, when it does not come up."""
-    from ._remote import run_json
-
-    args = {"pid": server.pid, "argv": [*_head(server), *flags], "cwd": server.cwd, "env": dict(server.env or {}),
-            "log": server.log_path, "host": server.bind_host or "127.0.0.1", "port": server.port,
-            "stop_timeout": 60, "timeout": timeout}
-    result = run_json(host, "lab_agent", "relaunch", json.dumps(args), timeout=timeout + 120,
-                      what=f"relaunch pid {server.pid}")
-    if result.get("outcome") != "started":
-        tail = "\n    ".join(result.get("log_tail") or ["(no log)"])
-        raise KitError(f"the relaunched server on {host.name} did not come up ({result.get('outcome')}); "
-                       f"the end of its log:\n    {tail}",
-                       hint="fix the flags it names and relaunch by hand with the printed command")
-    return result
-
-
-def _lab_of(host, server):
-    if server.kind != "lab":
-        return None
-    from .lab import Lab
-
-    return Lab(host, directory=server.labels.get("lab_dir"))
-
-
-def _ceiling(host, server, accept: float | None) -> float | None:
-    from .doctor import from_server, roofline_of
-
-    evidence = from_server(host, server)
-    if accept:
-        evidence.bench = {"tok_s": None, "accept_length": accept, "source": "the last run"}
-    return roofline_of(evidence).ceiling_tok_s
+_CUDA = {"is_cuda": True, "is_hip": False, "is_npu": False, "is_cpu": False, "is_xpu": False}

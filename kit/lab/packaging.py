@@ -55,7 +55,7 @@ def sglang_wheel(version: str) -> Path:
 
 
 # What the server reads besides code: scenarios, the resolved launches, the model's config.
-_SERVER_DATA = ("data/scenarios", "data/resolved", "data/lab")
+_SERVER_DATA = ("data/scenarios", "data/resolved", "data/lab", "data/mechanisms.yaml")
 # Imported by the server only when present (the dry-run needs its own environment, which a
 # remote lab host does not have); the server runs without it.
 _OPTIONAL = ("kit.dryrun",)
@@ -108,7 +108,8 @@ def _kit_imports(name: str, path: Path) -> list[str]:
 def _kit_files() -> list[Path]:
     files = {_module_path(m) for m in server_modules()}
     for folder in _SERVER_DATA:
-        files.update(p for p in (_KIT / folder).rglob("*") if p.is_file())
+        path = _KIT / folder
+        files.update([path] if path.is_file() else (p for p in path.rglob("*") if p.is_file()))
     return sorted(p for p in files if p is not None)
 
 
