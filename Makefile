@@ -24,13 +24,14 @@ TEST_WORKERS ?=
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo lab lint clean ssh-tools browser-tools browser-test prometheus-tools
+.PHONY: help venv test demo lab lint clean ssh-tools browser-tools browser-test screenshots prometheus-tools
 
 help:
 	@echo "make demo    the whole investigation against the built-in lab: notebooks 00-05, summary, out/"
 	@echo "make lab     start the built-in lab and open JupyterLab on a working copy of notebooks/ (prints the URL)"
 	@echo "make test    lint, then run the test suite (installs openssh-server when root)"
 	@echo "make browser-test  01_symptom in JupyterLab in headless Chromium, and its report offline (installs chromium when root)"
+	@echo "make screenshots   notebooks 01, 03, 04, 06 run in JupyterLab in headless Chromium, saved as PNGs in out/screenshots/"
 	@echo "make lint    ruff check"
 	@echo "make venv    create $(VENV) and install the kit with its dev extra"
 	@echo "make clean   remove build artefacts (keeps $(VENV) and downloaded wheels)"
@@ -100,6 +101,12 @@ prometheus-tools:
 # 01_symptom run in JupyterLab in headless Chromium, then its report opened offline; screenshots in out/browser/.
 browser-test: venv browser-tools
 	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
+
+# Notebooks 01, 03, 04 and 06 as JupyterLab renders them (the lab, JupyterLab and Chromium of their own), as named
+# PNGs of each region with out/screenshots/index.md saying what each shows. SCREENSHOTS_ARGS="--quick 03" for less.
+SCREENSHOTS_ARGS ?=
+screenshots: venv browser-tools
+	$(BIN)/python tests/browser/screenshots.py $(SCREENSHOTS_ARGS)
 
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)

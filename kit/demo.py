@@ -294,6 +294,10 @@ def workspace(dest: Path, console=None, *, settings: Path | None = None) -> Path
     they are. A notebook whose tracked version changed since it was copied is copied again; when the copy
     was edited too, the edited one is kept beside it as ``NAME.ipynb.mine``. Also turns JupyterLab's news
     pop-up off in this environment's settings (it covers the page).
+
+    The copy holds the .ipynb files only, each unpaired from its jupytext ``.py`` twin (the tracked
+    notebooks/ keep both): the file browser lists every notebook once, and saving one writes no ``.py``.
+    A ``.py`` an earlier copy made is removed unless it was edited.
     """
     import hashlib
 
@@ -309,21 +313,34 @@ def workspace(dest: Path, console=None, *, settings: Path | None = None) -> Path
     except (OSError, ValueError):
         manifest = {}
 
-    def digest(path: Path) -> str:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+    def digest(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
 
-    for src in sorted(p for p in source_dir.rglob("*") if p.suffix in (".ipynb", ".py") and p.is_file()):
+    for rel in [r for r in manifest if r.endswith(".py")]:  # twins copied by an earlier version of this
+        twin = dest / rel
+        if twin.is_file() and digest(twin.read_bytes()) != manifest[rel].get("copy"):
+            say(f"  {rel}: kept (you edited it); the notebook to open is {Path(rel).with_suffix('.ipynb').name}")
+        else:
+            twin.unlink(missing_ok=True)
+        del manifest[rel]
+    for src in sorted(p for p in source_dir.rglob("*.ipynb") if p.is_file() and "_executed" not in p.parts):
         rel = str(src.relative_to(source_dir))
         copy = dest / rel
-        now = digest(src)
-        if copy.exists() and manifest.get(rel, {}).get("source") == now:
-            continue  # the tracked notebook did not change: the copy (and the user's work in it) stays
-        if copy.exists() and digest(copy) != manifest.get(rel, {}).get("copy"):
+        now = digest(src.read_bytes())
+        wanted = unpaired(src.read_bytes())
+        seen = manifest.get(rel, {})
+        held = digest(copy.read_bytes()) if copy.exists() else None
+        if held == digest(wanted):
+            manifest[rel] = {"source": now, "copy": held}
+            continue  # already this copy
+        if held is not None and seen.get("source") == now and held != seen.get("copy"):
+            continue  # the tracked notebook did not change: the user's work in the copy stays
+        if held is not None and held != seen.get("copy"):
             copy.replace(copy.with_name(copy.name + ".mine"))
             say(f"  {rel} changed in the repository; your edited copy is kept as {copy.name}.mine")
         copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(src.read_bytes())
-        manifest[rel] = {"source": now, "copy": digest(copy)}
+        copy.write_bytes(wanted)
+        manifest[rel] = {"source": now, "copy": digest(wanted)}
     manifest_path.write_text(json.dumps(manifest, indent=1))
     settings = settings or Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     try:
@@ -336,6 +353,19 @@ def workspace(dest: Path, console=None, *, settings: Path | None = None) -> Path
         settings.write_text(json.dumps(merged, indent=2))
     say(f"JupyterLab opens a working copy of notebooks/ in {dest} (the tracked notebooks stay unchanged)")
     return dest
+
+
+def unpaired(notebook: bytes) -> bytes:
+    """A notebook's bytes without jupytext's pairing (``metadata.jupytext.formats``), written as nbformat does."""
+    nb = json.loads(notebook)
+    meta = nb.get("metadata", {})
+    jupytext = meta.get("jupytext", {})
+    if "formats" not in jupytext:
+        return notebook
+    jupytext.pop("formats")
+    if not jupytext:
+        meta.pop("jupytext")
+    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
 
 
 def main(argv: list[str] | None = None) -> int:

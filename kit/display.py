@@ -7,14 +7,177 @@ function that needs it, so the rest of the kit (and the CLI) never loads them.
 from __future__ import annotations
 
 import html
+import re
+import shlex
 import sys
+import textwrap
 import time
 from typing import Any
 
-__all__ = ["ProgressWidget", "ab_comparison", "filtered_table", "hypothesis_picker", "in_notebook", "metrics_timeline",
-           "rate_distribution", "steps_chart", "timeline"]
+__all__ = ["ProgressWidget", "ab_comparison", "breakable", "diagnosis_view", "filtered_table", "html_table",
+           "hypothesis_picker", "in_notebook", "metrics_timeline", "pre", "rate_distribution", "steps_chart", "td",
+           "timeline"]
 
 _OK, _FAILED, _WAIT = "#1f77b4", "#d62728", "#bbbbbb"
+
+
+# --------------------------------------------------------------------------- HTML for tables and text
+#
+# JupyterLab right-aligns table cells and lets <pre> break anywhere; its sanitizer keeps inline styles and
+# <wbr> (not <style>), so the layout is inline. Text wraps only at spaces and at the break points
+# breakable() adds: an identifier, a path or a flag is never cut mid-word.
+
+CELL_STYLE = "text-align:left;vertical-align:top;padding:3px 8px 3px 0"
+TABLE_STYLE = "width:100%;table-layout:fixed;border-collapse:collapse;word-break:normal;overflow-wrap:normal"
+PRE_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:break-word"
+# A token up to _LONGEST characters is never broken: one with a hyphen (a flag such as --tp-size, where the
+# browser would break) is held on one line. Inside a longer token a line may break after these: the end of a
+# dotted part, a path step, an opening bracket, a separator; and, inside a part still longer, after `_`
+# (each part with a hyphen held whole, as a short token is).
+# Never between two letters or digits: the browser fills each line greedily and uses every break offered.
+_LONGEST = 36
+_BREAK_AFTER = re.compile(r"(?<=\S)[./(\[,:=](?=[^\s./(\[,:=)\]])")
+_BREAK_SNAKE = re.compile(r"(?<=[^\s_])_(?=[^\s_.])")
+_NOWRAP = "<span style='white-space:nowrap'>{}</span>"
+
+
+def _cut(text: str, pattern: re.Pattern) -> list[str]:
+    ends = [m.end() for m in pattern.finditer(text)]
+    return [text[a:b] for a, b in zip([0, *ends], [*ends, len(text)], strict=True) if b > a]
+
+
+def _whole(part: str) -> str:
+    """``part`` escaped, held on one line when it has a hyphen the browser would break at."""
+    return _NOWRAP.format(html.escape(part)) if "-" in part.strip("-") else html.escape(part)
+
+
+def _token(token: str) -> str:
+    if not token.strip():
+        return html.escape(token)
+    if len(token) <= _LONGEST:
+        return _whole(token)
+    parts = [p for part in _cut(token, _BREAK_AFTER) for p in (_cut(part, _BREAK_SNAKE) if len(part) > _LONGEST
+                                                               else [part])]
+    return "<wbr>".join(_whole(p) for p in parts)
+
+
+def breakable(text: str) -> str:
+    """``text`` as HTML (escaped) that wraps at spaces, and inside a long token only at the ``<wbr>`` break
+    points added after ``. / ( [ , : =`` (and ``_`` in a long part): ``self.enforce_piecewise_cuda_graph``
+    may break after ``self.``, never inside a word; a short token with a hyphen is kept whole."""
+    return "".join(_token(t) for t in re.split(r"(\s+)", str(text)))
+
+
+def pre(text: str) -> str:
+    """Preformatted text (a command, a log) that wraps where breakable() does, keeping its spaces."""
+    return f"<pre style='{PRE_STYLE}'>{breakable(text)}</pre>"
+
+
+def td(inner: str, *, colspan: int = 1, head: bool = False, style: str = "") -> str:
+    """One left-aligned, top-aligned cell of ``inner`` (HTML)."""
+    tag = "th" if head else "td"
+    span = f" colspan='{colspan}'" if colspan > 1 else ""
+    return f"<{tag}{span} style='{CELL_STYLE};{style}'>{inner}</{tag}>"
+
+
+def html_table(head: list[str], rows: list[str | list[str]], widths: list[str] | None = None,
+               row_styles: list[str] | None = None) -> str:
+    """A table that fills the output's width: ``head`` the column titles (text), each row a list of cells'
+    HTML (or a row already made of td() cells), ``widths`` the CSS width of each column ("" for the rest)."""
+    cols = "".join(f"<col style='width:{w}'>" if w else "<col>" for w in widths) if widths else ""
+    out = [f"<table style='{TABLE_STYLE}'>", f"<colgroup>{cols}</colgroup>" if cols else "",
+           "<tr>" + "".join(td(html.escape(h), head=True) for h in head) + "</tr>"]
+    for n, row in enumerate(rows):
+        style = f" style='{row_styles[n]}'" if row_styles and row_styles[n] else ""
+        cells = row if isinstance(row, str) else "".join(td(c) for c in row)
+        out.append(f"<tr{style}>{cells}</tr>")
+    return "".join(out) + "</table>"
+
+
+class DiagnosisView:
+    """A doctor's Diagnosis laid out for a notebook: findings one to a block (title, impact and fix on one
+    row, the evidence across the table below it), left-aligned; with no finding, no empty table but what
+    kept the rules from asking; the launch with every fix only when it changes the launch. Everything
+    else (its text, its findings, its attributes) is the Diagnosis's own."""
+
+    def __init__(self, diagnosis: Any) -> None:
+        self.diagnosis = diagnosis
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.diagnosis, name)
+
+    def __repr__(self) -> str:
+        return self.diagnosis.to_text()
+
+    def _repr_html_(self) -> str:
+        d, e = self.diagnosis, html.escape
+        n = len(d.findings)
+        count = f"{n} finding{'s' if n != 1 else ''}" if n else "no finding"
+        out = [f"<p><b>sgl-kit doctor</b>: {e(str(d.target))}, sglang {e(d.version or '?')}: {count}</p>"]
+        if d.problems:
+            out.append("<p>could not read everything:</p>" + _items(d.problems))
+        if d.findings:
+            out.append(_findings_table(d.findings))
+        elif d.unanswered:
+            out.append("<p>no finding from the evidence given; the rules could not ask these questions "
+                       "(each with the evidence that would answer it):</p>" + _items(d.unanswered))
+        else:
+            out.append("<p>no rule found throughput left on the table.</p>")
+        out.append(_fixed_launch(d))
+        if d.roofline is not None:
+            out.append(d.roofline._repr_html_() if hasattr(d.roofline, "_repr_html_") else pre(d.roofline.to_text()))
+        if d.findings and d.unanswered:
+            out.append(_details(f"questions left open ({len(d.unanswered)})", _items(d.unanswered)))
+        if d.open_questions:
+            out.append(_details(f"what else to check ({len(d.open_questions)})", _items(d.open_questions)))
+        return "<div>" + "".join(out) + "</div>"
+
+
+def diagnosis_view(diagnosis: Any) -> DiagnosisView:
+    """``diagnosis`` (kit.doctor's) laid out for a notebook: see DiagnosisView."""
+    return DiagnosisView(diagnosis)
+
+
+def _items(texts: Any) -> str:
+    return "<ul style='margin:0 0 0.5em 0'>" + "".join(f"<li>{breakable(t)}</li>" for t in texts) + "</ul>"
+
+
+def _details(summary: str, body: str) -> str:
+    return f"<details><summary>{html.escape(summary)}</summary>{body}</details>"
+
+
+def _findings_table(findings: Any) -> str:
+    e = html.escape
+    rows, styles = [], []
+    for n, f in enumerate(findings, 1):
+        est = f.estimate
+        impact = "not estimated" if est.share is None else f"~{est.share:.0%} of {est.metric} ({est.basis})"
+        # A flag and its value stay on one line when they fit (a flag may hold hyphens the browser would break at).
+        fixes = [f"<code style='white-space:{'nowrap' if len(str(c)) <= _LONGEST else 'normal'}'>"
+                 f"{breakable(str(c))}</code>" for c in f.changes] + [breakable(a) for a in f.advice]
+        fixes += [f"<i>do not:</i> {breakable(a)}" for a in f.avoid]
+        rows.append(td(str(n)) + td(f"<b>{e(f.title)}</b><br><code>{e(f.id)}</code>"
+                                     + (f" <small>{e(', '.join(f.affects))}</small>" if f.affects else ""))
+                    + td(f"{e(impact)}<br><small>{breakable(est.reason)}</small>")
+                    + td("<br>".join(fixes) or "<small>no change of flags</small>"))
+        styles.append("border-top:1px solid #ccc")
+        sites = f"<small>source: {breakable(', '.join(f.sites))}</small>" if f.sites else ""
+        rows.append(td("") + td(_items(f.evidence) + sites, colspan=3, style="padding-bottom:8px"))
+        styles.append("")
+    return html_table(["#", "finding", "impact", "fix"], rows, ["2em", "30%", "34%", ""], styles)
+
+
+def _fixed_launch(d: Any) -> str:
+    """The launch with every fix, only when it differs from the launch as found."""
+    fixed, command, check = d.fixed_command, d.command, d.fix_check
+    if not fixed or (command and fixed == shlex.join(command)):
+        return ""
+    if check is not None and check.status in ("refused", "may be refused"):
+        return (f"<p>the launch with every fix is not offered: {breakable(check.detail)}; apply the fixes one "
+                "at a time</p>")
+    status = f"<p><small>({html.escape(check.status)}: {breakable(check.detail)})</small></p>" \
+        if check is not None else ""
+    return "<p>the launch with every fix:</p>" + pre(fixed) + status
 
 
 def in_notebook() -> bool:
@@ -126,25 +289,34 @@ def _segment(store: tuple[list, list], x0: float, x1: float, y: int) -> None:
 
 
 def ab_comparison(comparison: Any) -> Any:
-    """A and B side by side, and the bootstrap distribution of B - A with its interval."""
+    """A and B side by side, and the bootstrap distribution of B - A with its interval.
+
+    The boxes are labelled A and B; which run each is (its id) is in the legend and on hover, so the
+    plot keeps its area for the data."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     c = comparison
     fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55],
                         subplot_titles=("Decode tok/s per request", f"Bootstrap of B - A: {c.verdict}"))
-    for name, rates in ((f"A {c.a}", c.rates_a), (f"B {c.b}", c.rates_b)):
-        fig.add_trace(go.Box(y=rates, name=name, boxpoints="all", jitter=0.4, pointpos=0, boxmean=True),
+    for side, run, rates in (("A", c.a, c.rates_a), ("B", c.b, c.rates_b)):
+        fig.add_trace(go.Box(y=rates, x=[side] * len(rates), name=f"{side}: {run}", boxpoints="all", jitter=0.4,
+                             pointpos=0, boxmean=True,
+                             hovertemplate=f"{side}: {html.escape(str(run))}<br>%{{y:.2f}} tok/s<extra></extra>"),
                       row=1, col=1)
     fig.add_trace(go.Histogram(x=c.boot_diffs, nbinsx=60, name="B - A", marker_color="#7f7f7f",
                                showlegend=False), row=1, col=2)
     for x, dash in ((c.ci_low, "dash"), (c.ci_high, "dash"), (c.diff, "solid")):
         fig.add_vline(x=x, line_dash=dash, line_color="black", row=1, col=2)
     fig.add_vline(x=0, line_color=_FAILED, row=1, col=2)
-    fig.update_layout(template="plotly_white", showlegend=False,
+    fig.update_layout(template="plotly_white", showlegend=True, height=420,
+                      legend={"orientation": "h", "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top"},
+                      margin={"b": 90},
                       title=f"B - A = {c.diff:+.3f} tok/s ({c.rel_diff:+.2%}), "
                             f"{c.confidence:.0%} CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]")
-    fig.update_xaxes(title_text="tok/s", row=1, col=2)
+    fig.update_xaxes(type="category", tickangle=0, row=1, col=1)
+    fig.update_yaxes(title_text="tok/s", row=1, col=1)
+    fig.update_xaxes(title_text="B - A, tok/s", row=1, col=2)
     return fig
 
 
@@ -192,22 +364,45 @@ class WithStatic:
         return bundle
 
 
+def step_label(step: Any, width: int = 32) -> str:
+    """A step's tick label: what it changes (its flags, or the machine), never the problem it fixes: each
+    flag on its own line, anything else wrapped at spaces to ``width`` characters (plotly breaks at <br>)."""
+    if step is None:
+        return "as found"
+    flags = [f"+ {c}" for c in getattr(step, "changes", [])]
+    lines = flags or textwrap.wrap(getattr(step, "label", "") or step.title, width, break_on_hyphens=False,
+                                   break_long_words=False)
+    return "<br>".join(html.escape(line) for line in lines)
+
+
 def steps_chart(validation: Any) -> Any:
-    """Decode tok/s per request at each step of a validation, with the baseline and the ceiling as lines."""
+    """Decode tok/s per request at each step of a validation, with the baseline and the ceiling as lines.
+
+    Each step is labelled by its fix (``+ --speculative-num-steps 3``); the problem it fixes is on hover."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    labels = []
     for r in validation.results:
-        name = "as found" if r.step is None else f"+ {r.step.title}"
+        label = step_label(r.step)
+        labels.append(label)
         rates = [x.decode_tok_s for x in r.run.results if x.ok and x.decode_tok_s is not None]
-        fig.add_trace(go.Box(y=rates, name=name[:48], boxpoints="all", jitter=0.4, pointpos=0, boxmean=True,
-                             hovertemplate="%{y:.2f} tok/s<extra></extra>"))
+        fixes = "the launch as found" if r.step is None else html.escape(r.step.title)
+        fig.add_trace(go.Box(y=rates, x=[label] * len(rates), name=label, boxpoints="all", jitter=0.4, pointpos=0,
+                             boxmean=True, hovertemplate=f"{fixes}<br>%{{y:.2f}} tok/s<extra></extra>"))
+    # The two references sit on opposite sides (one label above its line at the left, one below at the
+    # right), so they never cover each other however close the two values are.
     if validation.baseline_tok_s:
-        fig.add_hline(y=validation.baseline_tok_s, line_dash="dash", annotation_text="baseline")
+        fig.add_hline(y=validation.baseline_tok_s, line_dash="dash", annotation_position="top left",
+                      annotation_text=f"baseline {validation.baseline_tok_s:g} tok/s")
     if validation.ceiling_tok_s:
-        fig.add_hline(y=validation.ceiling_tok_s, line_dash="dot", annotation_text="roofline")
-    fig.update_layout(title="Decode tok/s per request, one fix at a time", yaxis_title="tok/s",
-                      showlegend=False, template="plotly_white")
+        fig.add_hline(y=validation.ceiling_tok_s, line_dash="dot", annotation_position="bottom right",
+                      annotation_text=f"roofline {validation.ceiling_tok_s:.1f} tok/s")
+    lines = max((label.count("<br>") + 1 for label in labels), default=1)
+    fig.update_layout(title="Decode tok/s per request, one fix at a time", yaxis_title="decode tok/s per request",
+                      showlegend=False, template="plotly_white", height=420 + 18 * lines,
+                      margin={"b": 40 + 18 * lines})
+    fig.update_xaxes(type="category", tickangle=0, automargin=True)
     return fig
 
 

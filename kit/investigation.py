@@ -10,16 +10,17 @@ Every number a notebook's conclusion states comes from these objects, computed f
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import shlex
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._paths import runs_dir
+from .display import pre
 from .errors import KitError
 from .validation import (
     FixStep,
@@ -54,6 +55,11 @@ class Symptom:
     requests: int
     baseline_tok_s: float | None
     roofline: Any  # kit.doctor.Roofline
+    # The server's own number: the median `gen throughput` of its Decode batch lines of one request.
+    log_rate: float | None = None
+    log_accept: float | None = None
+    log_lines: int = 0
+    log_interval: int | None = None  # decode_log_interval: decode passes per line
 
     @property
     def gap(self) -> float | None:
@@ -65,7 +71,7 @@ class Symptom:
         return self.rate < 0.9 * self.baseline_tok_s if self.baseline_tok_s and self.rate else None
 
     def to_text(self) -> str:
-        lines = [f"{self.target}: {self.rate:.1f} tok/s per request (median of {self.requests}), "
+        lines = [f"{self.target}, this benchmark: {self.rate:.1f} tok/s per request (median of {self.requests}), "
                  f"time to first token {self.ttft_ms:.0f} ms"
                  + (f", accept length {self.accept_length:.2f}" if self.accept_length else "")]
         if self.baseline_tok_s:
@@ -78,18 +84,38 @@ class Symptom:
                          f"this launch runs at {self.rate / roof.ceiling_tok_s:.0%} of it")
         elif roof is not None:
             lines.append(f"ceiling unknown: {roof.note}")
+        if self.log_rate:
+            lines.append(self._log_line())
         return "\n".join(lines)
+
+    def _log_line(self) -> str:
+        """The server's own rate beside the benchmark's, and why the two differ."""
+        accept = f", accept length {self.log_accept:.2f}" if self.log_accept else ""
+        every = f"{self.log_interval} " if self.log_interval else ""
+        diff = self.log_rate - self.rate if self.rate else None
+        versus = f", {diff:+.1f} tok/s ({diff / self.rate:+.0%}) from this benchmark's" if diff is not None else ""
+        # sglang's scheduler: last_gen_throughput = num_generated_tokens / gap_latency, gap_latency the wall
+        # time since the previous line (0.5.11: srt/observability/scheduler_metrics_mixin.py:506-508; the
+        # same expression in 0.5.9 .. 0.5.23).
+        return textwrap.fill(
+            f"the server's own Decode batch lines say {self.log_rate:.1f} tok/s (median gen throughput of "
+            f"{self.log_lines} line(s) with one request running{accept}){versus}. A reading of the log alone "
+            "(runtime_diagnosis, doctor without a benchmark) uses that number. sglang divides the tokens of "
+            f"every {every}decode passes by the wall time since its previous line, so a prefill or a pause "
+            "between requests inside that span counts against it; this benchmark times each request from "
+            "its first chunk to its last.", 96, subsequent_indent="  ", break_on_hyphens=False)
 
     def to_dict(self) -> dict:
         return {"target": self.target, "rate_tok_s": self.rate, "ttft_ms": self.ttft_ms,
                 "accept_length": self.accept_length, "requests": self.requests, "baseline_tok_s": self.baseline_tok_s,
-                "gap_tok_s": self.gap, "ceiling_tok_s": getattr(self.roofline, "ceiling_tok_s", None)}
+                "gap_tok_s": self.gap, "ceiling_tok_s": getattr(self.roofline, "ceiling_tok_s", None),
+                "log_rate_tok_s": self.log_rate, "log_accept_length": self.log_accept, "log_lines": self.log_lines}
 
     def __repr__(self) -> str:
         return self.to_text()
 
     def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(self.to_text()) + "</pre>"
+        return pre(self.to_text())
 
 
 def symptom(host, server, run, *, baseline_tok_s: float | None = None, target: str | None = None) -> Symptom:
@@ -100,8 +126,15 @@ def symptom(host, server, run, *, baseline_tok_s: float | None = None, target: s
     evidence = from_server(host, server)
     evidence.bench = bench_numbers(run)
     rate = _median(summary, "decode_tok_s")
+    log = evidence.decode or {}
+    one_request = bool(log.get("single_stream"))  # a rate of a batch is not one user's
+    interval = (evidence.args or {}).get("decode_log_interval")
     return Symptom(target or host.name, rate, _median(summary, "ttft_ms"), run.totals.get("accept_length"),
-                   run.totals["ok"], baseline_tok_s, roofline_of(evidence))
+                   run.totals["ok"], baseline_tok_s, roofline_of(evidence),
+                   log_rate=log.get("gen_throughput") if one_request else None,
+                   log_accept=log.get("accept_len") if one_request else None,
+                   log_lines=int(log.get("lines") or 0) if one_request else 0,
+                   log_interval=int(interval) if isinstance(interval, int) else None)
 
 
 def bench_numbers(run) -> dict:
@@ -280,15 +313,18 @@ def rule_source(tree, explanation):
 
 
 def evidence_lines(tree, site, around: int = 2) -> list:
-    """The source lines a site's evidence cites (``sglang/srt/configs/model_config.py:1384``), as snippets."""
+    """The source lines a site's evidence cites (``sglang/srt/configs/model_config.py:1384``), as snippets,
+    each marked with the whole claim it backs (the reference itself left out: the snippet names the file)."""
     import re
 
+    cite = re.compile(r"\bsglang/([\w/.]+\.py):(\d+)\b")
     out = []
     for text in site.evidence:
-        for path, line in re.findall(r"\bsglang/([\w/.]+\.py):(\d+)\b", text):
+        claim = re.sub(r"\s*\(\s*sglang/[\w/.]+\.py:\d+\s*\)", "", text).strip() or text
+        for path, line in cite.findall(text):
             n = int(line)
             snippet = tree.read(path, max(1, n - around), n + around)
-            snippet.mark(n, text[:60])
+            snippet.mark(n, claim)
             out.append(snippet)
     return out
 
@@ -320,7 +356,7 @@ class CrossCheck:
         return self.to_text()
 
     def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(self.to_text()) + "</pre>"
+        return pre(self.to_text())
 
 
 def dryrun_crosscheck(server, tree, explanation, *, gpu: str | None = None) -> CrossCheck:
@@ -492,7 +528,7 @@ class WayOut:
         return self.to_text()
 
     def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(self.to_text()) + "</pre>"
+        return pre(self.to_text())
 
 
 def way_out(tree, explanation, snapshot=None, model_config=None) -> WayOut:

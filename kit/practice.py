@@ -36,13 +36,14 @@ from typing import Any
 
 from kit.errors import PracticeError
 
-__all__ = ["CORPUS_ENV", "DIFFICULTIES", "META_FILES", "Choice", "Incident", "Verdict", "cases", "choice_of",
-           "choices", "corpus_dir", "hit_rate", "load", "reveal", "run_doctor", "settle", "verdict",
-           "verify_evidence"]
+__all__ = ["CORPUS_ENV", "DIFFICULTIES", "FIRST", "META_FILES", "Choice", "Incident", "Verdict", "cases",
+           "choice_of", "choices", "corpus_dir", "first_case", "hit_rate", "load", "reveal", "run_doctor", "settle",
+           "verdict", "verify_evidence"]
 
 CORPUS_ENV = "SGL_KIT_CORPUS"
 DIFFICULTIES = ("easy", "medium", "hard")
 SOMETHING_ELSE, NOTHING_WRONG, NOT_STATED = "something-else", "nothing-wrong", "not-stated"
+FIRST = "first"  # load()'s name for a first exercise (first_case)
 META_FILES = ("source.md", "case.yaml", "evidence.sha256")  # every other file of a case is evidence
 REPOSITORY = "the sglang-investigation-kit repository"
 _SOURCE_LINE = re.compile(r"^- ([A-Za-z ]+): (.*)$")
@@ -109,13 +110,22 @@ class Incident:
         return self.text()
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in
-                       (("difficulty", self.difficulty), ("date", self.date), ("sglang", self.version),
-                        ("GPU", self.gpu), ("model", self.model)))
-        files = "".join(f"<p><b>{html.escape(name)}</b> <small>({kind}, as posted)</small></p>"
-                        f"<pre style='white-space:pre-wrap'>{html.escape(text)}</pre>"
+        from kit.display import pre
+
+        files = "".join(f"<p><b>{html.escape(name)}</b> <small>({kind}, as posted)</small></p>{pre(text)}"
                         for name, kind, text in self.evidence())
-        return f"<h3>{html.escape(self.title)}</h3><p><code>{self.name}</code></p><table>{rows}</table>{files}"
+        facts = _facts([(k, html.escape(v)) for k, v in (("difficulty", self.difficulty), ("date", self.date),
+                                                           ("sglang", self.version), ("GPU", self.gpu),
+                                                           ("model", self.model))])
+        return f"<h3>{html.escape(self.title)}</h3><p><code>{self.name}</code></p>{facts}{files}"
+
+
+def _facts(rows: list[tuple[str, str]]) -> str:
+    """Label and value (HTML) per row, left-aligned, the labels in a narrow column."""
+    from kit.display import td
+
+    return "<table style='border-collapse:collapse'>" + "".join(
+        f"<tr>{td(html.escape(k), head=True, style='white-space:nowrap')}{td(v)}</tr>" for k, v in rows) + "</table>"
 
 
 # --------------------------------------------------------------------------- the corpus
@@ -146,9 +156,12 @@ def cases(corpus: str | os.PathLike | None = None) -> list[Incident]:
 
 
 def load(name: str = "random", *, seed: int | None = None, corpus: str | os.PathLike | None = None) -> Incident:
-    """One case by name, or ``random`` (``seed`` makes the pick repeatable; None or a negative seed: a new pick)."""
+    """One case by name, ``first`` (a first exercise: see first_case) or ``random`` (``seed`` makes the pick
+    repeatable; None or a negative seed: a new pick)."""
     root = corpus_dir(corpus)
     names = sorted(p.name for p in root.iterdir() if (p / "case.yaml").is_file())
+    if name == FIRST:
+        return first_case(root)
     if name == "random":
         return _incident(root / random.Random(None if seed is None or seed < 0 else seed).choice(names))
     if name not in names:
@@ -158,6 +171,21 @@ def load(name: str = "random", *, seed: int | None = None, corpus: str | os.Path
                             hint=(f"did you mean {' or '.join(close[:3])}? " if close else "")
                             + "`sgl-kit practice list` names every case")
     return _incident(root / name)
+
+
+def first_case(corpus: str | os.PathLike | None = None) -> Incident:
+    """A first exercise: a case with a cause to find. Its case.yaml says the posted evidence shows the cause
+    (``evidence_shows_cause: yes``), the kit can detect it (``kit_can_detect: yes``) and names it by one of
+    the doctor's rules (``answer``); of those, the easiest (``difficulty``), then the first by name."""
+    rules = {c.id for c in choices()} - {SOMETHING_ELSE, NOTHING_WRONG}
+    fit = [c for c in cases(corpus)
+           if c.evidence_shows_cause == "yes" and c.kit_can_detect == "yes" and c.answer in rules]
+    if not fit:
+        raise PracticeError(f"no case in {corpus_dir(corpus)} has a cause the doctor can find (evidence_shows_cause "
+                            "and kit_can_detect both yes, the answer a doctor rule)",
+                            hint="name a case (`sgl-kit practice list`) or take `random`")
+    rank = {d: n for n, d in enumerate(DIFFICULTIES)}
+    return min(fit, key=lambda c: (rank.get(c.difficulty, len(rank)), c.name))
 
 
 def _incident(path: Path) -> Incident:
@@ -315,8 +343,7 @@ class Reveal:
                   "kit_can_detect": "can the kit detect it", "fix": "fix"}
         rows = [("thread", f"<a href='{html.escape(self.url)}'>{html.escape(self.url)}</a>"),
                 *((label, html.escape(str(d[k]))) for k, label in labels.items())]
-        return "<table>" + "".join(f"<tr><th style='text-align:left'>{k}</th><td style='text-align:left'>{v}</td></tr>"
-                                   for k, v in rows) + "</table>"
+        return _facts(rows)
 
 
 def reveal(case: Incident) -> Reveal:

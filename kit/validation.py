@@ -6,7 +6,6 @@ changes the doctor predicts to change nothing (checks), and say what the runs sh
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import shlex
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._paths import runs_dir
+from .display import pre
 from .errors import KitError
 
 __all__ = ["FixStep", "StepResult", "Validation", "describe_plan", "fix_plan", "measure", "prediction_holds",
@@ -236,7 +236,7 @@ class Validation:
         return f"<Validation {self.target}: {self.before} -> {self.after} tok/s>"
 
     def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(self.conclusion()) + "</pre>"
+        return pre(self.conclusion())
 
 
 def prediction_holds(r: StepResult) -> bool:

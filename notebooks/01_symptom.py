@@ -31,7 +31,7 @@
 # %%
 import kit.lab
 from kit import investigation
-from kit.display import rate_distribution, timeline
+from kit.display import diagnosis_view, rate_distribution, timeline
 from kit.doctor import runtime_diagnosis
 from kit.metrics import server_timeline
 from kit.report import build_report
@@ -127,7 +127,7 @@ print(history.to_text())
 # runs with `--enable-metrics`.
 
 # %%
-runtime_diagnosis(host, server, prometheus=prometheus_url or None, since=timeline_since)
+diagnosis_view(runtime_diagnosis(host, server, prometheus=prometheus_url or None, since=timeline_since))
 
 # %% [markdown]
 # ## 4. Against what: the baseline and the roofline

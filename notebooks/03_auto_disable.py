@@ -30,6 +30,7 @@
 # %%
 import kit.lab
 from kit import investigation
+from kit.display import diagnosis_view
 from kit.doctor import doctor
 from kit.provenance import explain_server
 from kit.server_args import effective_args
@@ -133,7 +134,7 @@ investigation.way_out(tree, explanation, effective_args(server), None)
 
 # %%
 diagnosis = doctor(target, host=host, port=server.port)
-diagnosis
+diagnosis_view(diagnosis)
 
 # %% [markdown]
 # **Next:** `04_fix_and_validate` applies the fixes one at a time and measures each.

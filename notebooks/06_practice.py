@@ -36,7 +36,7 @@ import kit.display
 import kit.practice as practice
 
 # %% tags=["parameters"]
-case: str = "random"  # a case name (`sgl-kit practice list`), or "random"
+case: str = "first"  # a case name (`sgl-kit practice list`), "first" (an easy case with a cause the doctor finds) or "random"
 hypothesis: str = ""  # your suspected cause: a rule id or title, "something else", "nothing is wrong" ("": pick below)
 seed: int = 0  # for case "random": the same seed picks the same case (a negative seed: a new pick each run)
 corpus: str = ""  # the incident corpus ("": $SGL_KIT_CORPUS, or data/incidents/ of this checkout)
@@ -74,7 +74,7 @@ picker
 
 # %%
 diagnosis = practice.run_doctor(incident)
-diagnosis
+kit.display.diagnosis_view(diagnosis)
 
 # %% [markdown]
 # ## 4. The thread's answer

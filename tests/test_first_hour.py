@@ -3,6 +3,7 @@ working copy, one cross-check answer for the notebook and the CLI."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -74,10 +75,22 @@ def test_the_notebook_cross_check_and_why_dryrun_give_one_answer_on_the_fixed_la
 
 def test_make_labs_working_copy_leaves_the_tracked_notebooks_alone(tmp_path):
     settings = tmp_path / "settings" / "overrides.json"
-    dest = demo.workspace(tmp_path / "nb", settings=settings)
+    dest = tmp_path / "nb"
+    dest.mkdir()
+    # A twin an earlier working copy made, unedited: removed; the file browser lists each notebook once.
+    (dest / "02_config.py").write_text("# the twin as copied")
+    (dest / ".copied.json").write_text(json.dumps({"02_config.py": {
+        "source": "old", "copy": hashlib.sha256(b"# the twin as copied").hexdigest()}}))
+    demo.workspace(dest, settings=settings)
     tracked = ROOT / "notebooks" / "01_symptom.ipynb"
     copy = dest / "01_symptom.ipynb"
-    assert copy.read_bytes() == tracked.read_bytes() and (dest / "templates" / "investigation.ipynb").is_file()
+    assert sorted(p.name for p in dest.iterdir() if not p.name.startswith(".")) == sorted(
+        p.name for p in (ROOT / "notebooks").iterdir() if p.suffix == ".ipynb" or p.name == "templates")
+    assert not list(dest.rglob("*.py")) and (dest / "templates" / "investigation.ipynb").is_file()
+    # The same notebook, unpaired: saving it in JupyterLab writes no .py twin.
+    theirs, ours = json.loads(tracked.read_text()), json.loads(copy.read_text())
+    assert theirs["metadata"]["jupytext"]["formats"] == "ipynb,py:percent" and "jupytext" not in ours["metadata"]
+    assert ours["cells"] == theirs["cells"]
     overrides = json.loads(settings.read_text())
     assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
     copy.write_text(copy.read_text().replace("The symptom", "My notes on the symptom"))  # the user's work
@@ -87,7 +100,7 @@ def test_make_labs_working_copy_leaves_the_tracked_notebooks_alone(tmp_path):
     manifest["01_symptom.ipynb"]["source"] = "an older version"
     (dest / ".copied.json").write_text(json.dumps(manifest))
     demo.workspace(dest, settings=settings)  # the tracked one "changed": fresh copy, the user's kept beside
-    assert copy.read_bytes() == tracked.read_bytes()
+    assert json.loads(copy.read_text())["cells"] == theirs["cells"]
     assert "My notes on the symptom" in (dest / "01_symptom.ipynb.mine").read_text()
 
 

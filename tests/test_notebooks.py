@@ -93,6 +93,28 @@ def test_each_notebook_is_paired_with_its_py_percent_file(path):
     assert [_source(c) for c in _cells(path)] == [c.source for c in paired.cells]
 
 
+def test_each_region_make_screenshots_cuts_is_one_cell_of_its_notebook():
+    """`make screenshots` finds each region by a piece of its cell's code: a notebook edit that drops or
+    duplicates one must fail here, not only in a browser."""
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "tests" / "browser"))
+    try:
+        spec = importlib.util.spec_from_file_location("screenshots", ROOT / "tests" / "browser" / "screenshots.py")
+        shots = importlib.util.module_from_spec(spec)
+        sys.modules["screenshots"] = shots  # its dataclasses look their module up there
+        spec.loader.exec_module(shots)
+    finally:
+        sys.path.remove(str(ROOT / "tests" / "browser"))
+        sys.modules.pop("screenshots", None)
+    assert set(shots.NOTEBOOKS) == {"01", "03", "04", "06"}
+    for name, regions in shots.NOTEBOOKS.values():
+        code = [_source(c) for c in _cells(NOTEBOOKS / name) if c["cell_type"] == "code"]
+        for region in regions:
+            assert sum(region.cell in c for c in code) == 1, f"{name}: {region.cell!r}"
+        assert len({r.name for r in regions}) == len(regions)
+
+
 # -- execution over SSH -------------------------------------------------------------------------------
 #
 # `python -m kit.demo` (what `make demo` runs) executes 00-05 in order against the lab on the test

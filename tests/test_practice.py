@@ -7,6 +7,7 @@ here. The notebook is executed with papermill for three cases of different kinds
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -107,6 +108,38 @@ def test_load_by_name_random_and_the_errors(tmp_path, monkeypatch):
     shutil.copytree(CORPUS / "sglang-29575-ready-line-fine", tmp_path / "mine" / "sglang-29575-ready-line-fine")
     monkeypatch.setenv(practice.CORPUS_ENV, str(tmp_path / "mine"))
     assert [c.name for c in practice.cases()] == ["sglang-29575-ready-line-fine"]
+
+
+def test_the_first_exercise_has_a_cause_the_doctor_finds():
+    """Chosen by what the case.yaml files say, not by name: of the cases whose posted evidence shows the
+    cause and whose cause the kit can detect, named by a doctor rule, the easiest. The doctor names it."""
+    rules = {r.id for r in __import__("kit.doctor", fromlist=["RULES"]).RULES}
+    raw = {p.name: yaml.safe_load((p / "case.yaml").read_text()) for p in CASES}
+    fit = [n for n, d in raw.items() if d.get("evidence_shows_cause") is True and d.get("kit_can_detect") is True
+           and d.get("answer") in rules]
+    easiest = min(fit, key=lambda n: (practice.DIFFICULTIES.index(raw[n]["difficulty"]), n))
+    first = practice.load("first")
+    assert first.name == easiest == practice.first_case().name
+    d = practice.run_doctor(first)
+    assert practice.verdict(first, d).doctor.outcome == "right", [f.id for f in d.findings]
+    assert practice.load("random", seed=5).name == practice.load("random", seed=5).name  # random stays
+
+
+def test_a_corpus_without_a_first_exercise_says_so(tmp_path):
+    for name in ("sglang-10053-fine-single-stream", "sglang-13275-detokenizer-empty-token"):
+        shutil.copytree(CORPUS / name, tmp_path / name)
+    with pytest.raises(PracticeError) as err:
+        practice.load("first", corpus=tmp_path)
+    assert str(tmp_path) in err.value.message and "kit_can_detect" in err.value.message
+    assert "random" in err.value.hint
+
+
+def test_the_case_and_its_answer_render_left_aligned():
+    case = practice.load("sglang-38846-mamba-cap-notice")
+    for markup in (case._repr_html_(), practice.reveal(case)._repr_html_()):
+        cells = re.findall(r"<t[dh]\b[^>]*>", markup)
+        assert cells and all("text-align:left" in c for c in cells)
+    assert "white-space:pre-wrap;word-break:normal" in case._repr_html_()  # posted text wraps at spaces
 
 
 def test_the_hypotheses_are_the_doctors_rules_and_two_more():
@@ -228,6 +261,8 @@ KINDS = [
     pytest.param("sglang-10053-fine-single-stream", "nothing is wrong", ("right", "right"), id="healthy"),
     # a code bug the evidence cannot show, and a wrong guess
     pytest.param("sglang-13275-detokenizer-empty-token", "radix-cache-off", ("wrong", "missed"), id="beyond-rules"),
+    # the notebook's default: a first exercise, whose cause the doctor finds
+    pytest.param("", "something else", ("wrong", "right"), id="default-first"),
 ]
 
 
@@ -235,9 +270,11 @@ KINDS = [
 def test_the_practice_notebook_runs_a_case(tmp_path, name, hypothesis, outcomes):
     import papermill
 
-    out = tmp_path / f"06_practice-{name}.ipynb"
+    out = tmp_path / f"06_practice-{name or 'default'}.ipynb"
+    parameters = {"hypothesis": hypothesis} | ({"case": name} if name else {})
     papermill.execute_notebook(str(NOTEBOOK), str(out), kernel_name="python3", progress_bar=False,
-                               cwd=str(NOTEBOOK.parent), parameters={"case": name, "hypothesis": hypothesis})
+                               cwd=str(NOTEBOOK.parent), parameters=parameters)
+    name = name or practice.first_case().name
     cells = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
     texts = ["".join("".join(o.get("data", {}).get("text/html", o.get("text", ""))) for o in c.get("outputs", []))
              for c in cells]
@@ -247,8 +284,7 @@ def test_the_practice_notebook_runs_a_case(tmp_path, name, hypothesis, outcomes)
     assert case.url not in before and case.cause not in before  # the answer stays back until the reveal
     assert "stated cause" not in before
     first = case.evidence()[0][2].splitlines()[0]
-    assert first.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#x27;") \
-        .replace('"', "&quot;") in before
+    assert first in html.unescape(re.sub(r"<[^>]+>", "", before))  # as posted, once the markup is read
     assert case.url in texts[reveal_at]
     verdict = "".join(texts[reveal_at + 1:])
     assert f"you: {outcomes[0]}" in verdict and f"the doctor: {outcomes[1]}" in verdict

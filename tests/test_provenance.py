@@ -262,7 +262,7 @@ def test_renderings_of_the_incident(incident):
     assert html.count("<details>") == 23  # each site's source, and the fold of the ones that did not fire
     fold = html.index("site(s) that did not fire")
     assert html.index("8. Multimodal / VLM models") < fold  # the fired site comes first, unfolded
-    assert html.index(f"{SERVER_ARGS}:1192") > fold and "table-layout:fixed" in html
+    assert html.index("srt/server_args.py:1192") > fold and "table-layout:fixed" in html
     assert "&gt;  1230              self.disable_piecewise_cuda_graph = True" in html
     assert "  1228          # 8. Multimodal / VLM models" in html
 

@@ -15,11 +15,12 @@ def register(sub) -> None:
         usage="sgl-kit practice {list,show,reveal,score} [CASE] [--corpus DIR] [--json]",
         description="The incident corpus (data/incidents/ of the repository: real public threads, the evidence "
                     "as posted) as exercises. `list` names the cases, `show CASE` prints the evidence without "
-                    "the answer (CASE may be `random`), `reveal CASE` prints the thread's stated cause, its "
+                    "the answer (CASE may be `first`, an easy case with a cause the doctor finds, or `random`), `reveal CASE` prints the thread's stated cause, its "
                     "link, the fix and what evidence would have settled it faster, `score` runs the doctor on "
                     "every case and says, case by case, whether it named the thread's cause. The notebook "
                     "notebooks/06_practice walks through one case with a hypothesis to pick.",
-        epilog="examples:\n  sgl-kit practice list\n  sgl-kit practice show random --seed 3\n"
+        epilog="examples:\n  sgl-kit practice list\n  sgl-kit practice show first\n"
+               "  sgl-kit practice show random --seed 3\n"
                "  sgl-kit practice reveal sglang-38846-mamba-cap-notice --json",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     actions = p.add_subparsers(dest="practice_command", metavar="ACTION")
@@ -30,7 +31,8 @@ def register(sub) -> None:
     score = actions.add_parser("score", help="the doctor over every case: did it name the thread's cause?")
     for action, func in ((listing, cmd_list), (show, cmd_show), (reveal, cmd_reveal), (score, cmd_score)):
         if action is show or action is reveal:
-            action.add_argument("case", metavar="CASE", help="a case name (sgl-kit practice list), or random")
+            action.add_argument("case", metavar="CASE", help="a case name (sgl-kit practice list), first (a first exercise: an easy case "
+                                                         "with a cause the doctor finds) or random")
             action.add_argument("--seed", type=int, default=None, help="with random: the same seed, the same case")
         action.add_argument("--corpus", metavar="DIR", default=None,
                             help="the incident corpus (default: $SGL_KIT_CORPUS, or data/incidents/ of the checkout)")
@@ -55,7 +57,7 @@ def cmd_list(args) -> int:
     for c in found:
         lines.append(f"{c.name:<{name_w}}  {c.difficulty:<10}  {_width(c.version, 30):<30}  "
                      f"{_width(c.gpu, 34):<34}  {c.title}")
-    lines.append(f"{len(found)} cases; `sgl-kit practice show CASE` for one (or `random`)")
+    lines.append(f"{len(found)} cases; `sgl-kit practice show CASE` for one (or `first`, or `random`)")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

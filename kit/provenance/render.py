@@ -86,6 +86,11 @@ def _clip(text: str, width: int) -> str:
 
 
 def render_html(exp) -> str:  # exp: a FlagExplanation
+    """The sites as a table that fits the output: one row per site (where, function and rule stacked in one
+    cell), each guard once on its own line with its mark and what decided it. Guards every shown site
+    shares (the caller's, an early return) are said once above the table instead of on every row."""
+    from kit.display import breakable, html_table
+
     e = html.escape
     head = ((f"<p><i>{e(exp.lineage)}</i></p>" if exp.lineage else "")
             + f"<p><b>{e(exp.headline)}</b></p>"
@@ -93,27 +98,49 @@ def render_html(exp) -> str:  # exp: a FlagExplanation
             + "".join(f"<p>{e(note)}</p>" for note in exp.notes)
             + (f"<p>{e(exp.origin)}</p>" if exp.origin else "")
             + (f"<p>{e(exp.hint)}</p>" if exp.hint else ""))
-    def row(s) -> str:
-        guards = "<br>".join(
-            (f"<small>called at {e(g.where)}:</small> " if g.kind == "caller" else "")
-            + f"<code>{e(g.condition)}</code> [{_mark(g)}] <small>{e(g.reason)}</small>" for g in s.guards
-        )
-        colour = {"fired": "#d4f7d4", "not fired": "#f2f2f2"}.get(s.status, "#fff3cd")
-        return (
-            f"<tr style='background:{colour}'><td>{e(s.status)}</td>"
-            f"<td><code>{e(s.where)}</code><details><summary>source</summary>"
-            f"<pre style='white-space:pre-wrap'>{e(s.snippet)}</pre></details></td>"
-            f"<td><code>{e(s.function)}</code></td><td>{e(s.rule or '-')}</td>"
-            f"<td><code>{e(s.value_text)}</code></td><td>{guards}<br><i>{e(s.status_reason)}</i></td></tr>"
-        )
+
+    def guard_html(g) -> str:
+        mark = {"ok": "#1a7f37", "NO": "#cf222e", "?": "#9a6700"}[_mark(g)]
+        where = f"called at {breakable(_short_file(g.where))} if " if g.kind == "caller" else ""
+        kind = "(early return) " if g.kind == "early return" else (
+            f"(earlier rule {e(g.rule)} did not match) " if g.kind == "earlier rule" else "")
+        why = [r for r in (g.reason.split("; ") if g.reason else list(g.notes)) if r]
+        reasons = "".join(f"<br><small>{breakable(r)}</small>" for r in why)
+        return (f"<div style='margin-bottom:3px'><b style='color:{mark}'>[{_mark(g)}]</b> <small>{kind}</small>"
+                f"{where}<code>{breakable(g.condition)}</code>{reasons}</div>")
+
+    def key(g) -> tuple:
+        return g.kind, g.where, g.line, g.condition, g.passes
+
+    def status(s) -> str:
+        """What the guards do not already say: an unevaluated site's reason; else nothing more."""
+        if not exp.evaluated:
+            return f"<small><i>{e(s.status_reason)}</i></small>"
+        if s.status == "fired":
+            return "<small><i>every guard holds</i></small>" if s.guards else \
+                "<small><i>unconditional in its function</i></small>"
+        return ""
 
     def table(sites) -> str:
-        # Wrapped, never wider than the page: long guards and paths break instead of running off the right.
-        return ("<table style='table-layout:fixed;width:100%;word-break:break-word;overflow-wrap:anywhere'>"
-                "<colgroup><col style='width:7em'><col style='width:16em'><col style='width:16em'>"
-                "<col style='width:12em'><col style='width:9em'><col></colgroup>"
-                "<tr><th>status</th><th>where</th><th>function</th><th>rule</th><th>value</th><th>guards</th></tr>"
-                + "".join(row(s) for s in sites) + "</table>")
+        shared = [g for g in sites[0].guards if all(any(key(g) == key(h) for h in s.guards) for s in sites[1:])] \
+            if len(sites) > 1 else []
+        common = {key(g) for g in shared}
+        rows, styles = [], []
+        for s in sites:
+            own = [g for g in s.guards if key(g) not in common]
+            rows.append([
+                e(s.status),
+                f"<code>{breakable(_short_file(s.where))}</code><br><code>{breakable(s.function)}</code>"
+                + (f"<br>{e(s.rule)}" if s.rule else "")
+                + f"<details><summary>source</summary><pre style='white-space:pre;overflow-x:auto'>"
+                  f"{e(s.snippet)}</pre></details>",
+                f"<code>{breakable(s.value_text)}</code>",
+                "".join(guard_html(g) for g in own) + status(s),
+            ])
+            styles.append("background:" + {"fired": "#d4f7d4", "not fired": "#f6f6f6"}.get(s.status, "#fff3cd"))
+        said = ("<p style='margin:4px 0'>every site below is reached only when:</p>"
+                + "".join(guard_html(g) for g in shared)) if shared else ""
+        return said + html_table(["status", "where", "value", "guards"], rows, ["6em", "34%", "6em", ""], styles)
 
     ordered = exp.ordered()
     shown = [s for s in ordered if s.status != "not fired"]  # fired first, then unknown

@@ -4,16 +4,11 @@ What no kernel-only test can see: that the plotly figures and the ipywidgets pro
 actually render in JupyterLab (no lab build, no internet), that no cell shows an error, and
 that the shared report draws its chart with the network blocked.
 
-One test, with its own parts, all stopped in ``finally`` blocks:
-
-- the lab (``sgl-kit lab up --port P``) in its own ``SGL_KIT_LAB_DIR`` with
-  ``SGL_KIT_LAB_DRYRUN=0``; the notebook's default ``target="lab"`` finds it because the
-  JupyterLab server, and so its kernel, carries that environment;
-- a fresh JupyterLab on 127.0.0.1 with a token and its own config, data, runtime and IPython
-  directories (kernels outlive a browser, so a server is never shared between tests), serving
-  a temporary copy of notebooks/ (JupyterLab saves the copy, never the committed files);
-- headless Chromium (Debian's ``/usr/bin/chromium``) driven by Playwright; no
-  ``playwright install``.
+Each test has its own parts (tests/browser/_jupyterlab.py, shared with `make screenshots`), all
+stopped in ``finally`` blocks: the lab on a free port in its own directory; a fresh JupyterLab on
+127.0.0.1 with its own Jupyter directories, serving a temporary working copy of notebooks/ as `make lab`
+makes it (JupyterLab saves the copy, never the committed files); headless Chromium (Debian's
+``/usr/bin/chromium``) driven by Playwright, no ``playwright install``.
 
 Screenshots go to out/browser/ (git-ignored). Without /usr/bin/chromium or playwright the test
 skips and says why; in CI (``CI=true``) it fails instead, since ``make browser-test`` installs
@@ -25,47 +20,45 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import shutil
-import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _jupyterlab import (
+    LAB_FIGURE,
+    LAB_TIMEOUT,
+    ROOT,
+    Jupyter,
+    Missing,
+    chromium,
+    code_cells,
+    errors_shown,
+    full_screenshot,
+    jupyterlab,
+    lab_up,
+    local_only,
+    prompts,
+    require_browser,
+    run_all,
+    sgl_kit,
+    shut_down_kernel,
+    tail,
+    wait_for_kernel,
+    wait_until_executed,
+    working_copy,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ROOT / "notebooks"
 SCREENSHOTS = ROOT / "out" / "browser"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOTEBOOK = "01_symptom.ipynb"
 # Short but real: a warm-up request and 3 measured ones instead of 8 (the default takes ~20 s).
 PARAMETERS = {"requests": 3, "max_tokens": 48}
-LOOPBACK = "127.0.0.1"
-
-SERVER_START_TIMEOUT = 60  # s, JupyterLab's /api/status answering
-LAB_TIMEOUT = 300  # s, `sgl-kit lab up`: a second when warm; a cold cache first downloads the sglang wheel
-KERNEL_TIMEOUT_MS = 60_000  # the kernel started and idle
-RUN_ALL_TIMEOUT_MS = 180_000  # every code cell executed
 RENDER_TIMEOUT_MS = 30_000  # a figure or widget drawn once its output arrived
 SAVE_TIMEOUT = 30  # s, Ctrl+S reaching the file
 
-# What worked against JupyterLab 4.6, ipywidgets 8 and plotly 7 (found by trying).
-KERNEL_NAME = ".jp-KernelName"  # "Python 3" once the kernel is known
-INDICATOR = ".jp-Notebook-ExecutionIndicator"  # data-status: idle / busy
-CODE_CELL = ".jp-Notebook .jp-CodeCell"
-PROMPT = ".jp-InputArea-prompt"  # "[3]:" when run, "[*]:" while running, "[ ]:" before
-LAB_FIGURE = ".jp-OutputArea .jp-RenderedPlotly.js-plotly-plot"
 REPORT_FIGURE = ".js-plotly-plot"
 # 01's figures, in order: the rate distribution (one box trace, one point per request) and the
 # timeline (scatter traces: a line per request).
@@ -76,11 +69,6 @@ LINE = "svg.main-svg g.trace.scatter path.js-line"
 PROGRESS_BAR = ".jp-OutputArea .jupyter-widgets.widget-hprogress .progress-bar"
 PROGRESS_LABEL = ".jp-OutputArea .widget-hbox div.jupyter-widgets.widget-label"
 WIDGET = ".jp-OutputArea .jupyter-widgets"  # a widget that failed shows "Error displaying widget" here
-# JupyterLab 4.6 renders an exception (an `error` output) as stderr too: a traceback in stderr is
-# the error; the vnd.jupyter.error form is kept in case a version renders it under its own type.
-ERRORS = ('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]',
-          '.jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]')
-TRACEBACK = r"Traceback|\w+(Error|Exception)\b"
 
 
 def _in_ci() -> bool:
@@ -89,77 +77,22 @@ def _in_ci() -> bool:
 
 def _require_browser() -> None:
     """Skip (or fail, in CI) without Chromium or Playwright: a skip in CI would hide a broken install step."""
-    missing = []
-    if not os.access(CHROMIUM, os.X_OK):
-        missing.append(f"{CHROMIUM} (Debian package chromium)")
     try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("the playwright Python package")
-    if not missing:
-        return
-    reason = (f"the browser check needs {' and '.join(missing)}. `make browser-test` installs chromium when run "
-              "as root (otherwise `sudo apt-get install chromium`); playwright comes with `make venv` (the dev "
-              "extra). No `playwright install`: the test drives the system chromium.")
-    if _in_ci():
-        pytest.fail(reason + " CI must run the browser check.", pytrace=False)
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    """A free loopback port below 55536 (sglang also claims port + 10000)."""
-    for _ in range(200):
-        with socket.socket() as sock:
-            sock.bind((LOOPBACK, 0))
-            port = sock.getsockname()[1]
-        if port < 55536:
-            return port
-    raise RuntimeError("no free port below 55536 on 127.0.0.1")
-
-
-def _tail(path: Path, chars: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return f"({path} unreadable)"
+        require_browser()
+    except Missing as exc:
+        if _in_ci():
+            pytest.fail(f"the browser check: {exc} CI must run the browser check.", pytrace=False)
+        pytest.skip(f"the browser check: {exc}")
 
 
 # -- the parts: the lab, JupyterLab, the notebook copy ------------------------------------------------
 
 
-@dataclass
-class Jupyter:
-    url: str
-    token: str
-    root: Path  # what JupyterLab serves: the copy of notebooks/
-    log: Path
-
-    def lab_url(self, path: str) -> str:
-        return f"{self.url}/lab/tree/{path}?token={self.token}&reset"
-
-
-def _sgl_kit() -> str:
-    exe = Path(sys.executable).parent / "sgl-kit"
-    return str(exe) if exe.is_file() else (shutil.which("sgl-kit") or "sgl-kit")
-
-
 @pytest.fixture
 def lab_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The lab up in its own directory on a free port; yields the environment that finds it."""
-    env = dict(os.environ, SGL_KIT_LAB_DIR=str(tmp_path / "lab"), SGL_KIT_LAB_DRYRUN="0")
-    log = tmp_path / "lab-up.log"
-    try:
-        with log.open("w") as out:
-            proc = subprocess.run([_sgl_kit(), "lab", "up", "--port", str(_free_port())], env=env,
-                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=LAB_TIMEOUT)
-        assert proc.returncode == 0, f"`sgl-kit lab up` failed:\n{_tail(log)}"
+    with lab_up(tmp_path) as env:
         yield env
-    finally:
-        down = subprocess.run([_sgl_kit(), "lab", "down"], env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=60)
-        if down.returncode != 0:
-            print(f"`sgl-kit lab down` failed: {down.stdout}{down.stderr}")
 
 
 def _short_parameters(text: str, where: str) -> str:
@@ -169,14 +102,10 @@ def _short_parameters(text: str, where: str) -> str:
     return text
 
 
-def _copy_notebooks(dest: Path) -> Path:
-    """A copy of notebooks/ (no executed outputs), with the short parameters written into the copies of
-    the notebooks that benchmark (01 and 04).
-
-    The .ipynb is paired with a .py (jupytext, as `make lab` serves them): both get the same
-    edit, the .py last, since jupytext refuses a notebook newer than its text file.
-    """
-    shutil.copytree(NOTEBOOKS, dest, ignore=shutil.ignore_patterns("_executed", ".ipynb_checkpoints"))
+def _copy_notebooks(dest: Path, settings: Path) -> Path:
+    """The working copy `make lab` serves (the .ipynb files only), with the short parameters written into
+    the notebooks that benchmark (01 and 04)."""
+    working_copy(dest, settings)
     for name in (NOTEBOOK, "04_fix_and_validate.ipynb"):
         _shorten(dest / name)
     return dest
@@ -187,175 +116,27 @@ def _shorten(path: Path) -> Path:
     [cell] = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     cell["source"] = _short_parameters("".join(cell["source"]), str(path)).splitlines(keepends=True)
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-    paired = path.with_suffix(".py")
-    if paired.is_file():
-        paired.write_text(_short_parameters(paired.read_text(), str(paired)))
-        stamp = time.time() + 2  # newer than the notebook by more than jupytext's 1 s margin
-        os.utime(paired, (stamp, stamp))
     return path
-
-
-def _user_settings(config_dir: Path) -> None:
-    """No news toast, and every cell kept in the DOM (windowing off) so every output can be checked."""
-    settings = config_dir / "lab" / "user-settings" / "@jupyterlab"
-    for rel, value in {"apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                               "checkForUpdates": False},
-                       "notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"}}.items():
-        (settings / rel).parent.mkdir(parents=True, exist_ok=True)
-        (settings / rel).write_text(json.dumps(value))
-
-
-def _wait_for_status(url: str, token: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"JupyterLab exited with {proc.returncode}:\n{_tail(log)}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.25)
-    raise TimeoutError(f"JupyterLab did not answer /api/status within {SERVER_START_TIMEOUT} s:\n{_tail(log)}")
-
-
-def _pids_naming(text: str) -> list[int]:
-    """Processes whose command line names `text` (our runtime directory: the kernels we started)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _stop_jupyter(proc: subprocess.Popen, url: str, token: str, runtime: Path) -> None:
-    """Shut down the server (and its kernels) politely, then by its process group; then any kernel left."""
-    try:
-        request = urllib.request.Request(f"{url}/api/shutdown", method="POST",
-                                         headers={"Authorization": f"token {token}"})
-        urllib.request.urlopen(request, timeout=5).close()
-        proc.wait(timeout=15)
-    except Exception:  # noqa: BLE001 - any failure falls through to signals
-        pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if proc.poll() is not None:
-            break
-        try:
-            os.killpg(proc.pid, sig)  # its own session (start_new_session): the server and its children
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-    # Kernels run in sessions of their own; they are found by the connection file in our runtime dir.
-    for pid in _pids_naming(str(runtime)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture
 def jupyter(tmp_path: Path, lab_env: dict[str, str]) -> Iterator[Jupyter]:
-    """A fresh JupyterLab serving a copy of notebooks/, isolated from the user's Jupyter files."""
+    """A fresh JupyterLab serving a working copy of notebooks/, isolated from the user's Jupyter files."""
     base = tmp_path / "jupyter"
-    dirs = {"JUPYTER_CONFIG_DIR": base / "config", "JUPYTER_DATA_DIR": base / "data",
-            "JUPYTER_RUNTIME_DIR": base / "runtime", "IPYTHONDIR": base / "ipython", "TMPDIR": base / "tmp"}
-    for d in dirs.values():
-        d.mkdir(parents=True)
-    _user_settings(dirs["JUPYTER_CONFIG_DIR"])
-    root = tmp_path / "notebooks"
-    _copy_notebooks(root)
-    env = dict(lab_env, **{k: str(v) for k, v in dirs.items()}, JUPYTER_PLATFORM_DIRS="1")
-    env.pop("JUPYTER_PATH", None)
-    env.pop("JUPYTER_CONFIG_PATH", None)
-    token, port = secrets.token_hex(16), _free_port()
-    url = f"http://{LOOPBACK}:{port}"
-    argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ip={LOOPBACK}", f"--port={port}",
-            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    if os.geteuid() == 0:
-        argv.append("--allow-root")
-    log = tmp_path / "jupyterlab.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(argv, env=env, cwd=root, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        _wait_for_status(url, token, proc, log)
-        yield Jupyter(url=url, token=token, root=root, log=log)
-    finally:
-        _stop_jupyter(proc, url, token, dirs["JUPYTER_RUNTIME_DIR"])
+    root = _copy_notebooks(tmp_path / "notebooks", base / "overrides.json")
+    with jupyterlab(base, lab_env, root) as server:
+        yield server
 
 
 @pytest.fixture
 def browser():
     """Headless Debian Chromium under Playwright."""
     _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, timeout=60_000)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 # -- the check ----------------------------------------------------------------------------------------
-
-
-def _code_cells(path: Path) -> list[dict]:
-    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
-
-
-def _wait_for_kernel(page) -> None:
-    """The kernel's name shown AND the indicator idle: the indicator alone says idle while it starts."""
-    page.wait_for_function(
-        """([name, indicator]) => {
-            const n = document.querySelector(name), i = document.querySelector(indicator);
-            const text = n ? n.textContent.trim() : '';
-            return text && !/^(No Kernel|Kernel|Starting)/i.test(text) && i && i.dataset.status === 'idle';
-        }""", arg=[KERNEL_NAME, INDICATOR], timeout=KERNEL_TIMEOUT_MS)
-
-
-def _run_all(page) -> None:
-    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-
-
-def _wait_until_executed(page, cells: int) -> None:
-    """Every code cell shows an execution count and the kernel is idle again.
-
-    An error output ends the wait early (Run All stops at a failing cell), so the caller can
-    say which error instead of timing out.
-    """
-    page.wait_for_function(
-        """([cell, prompt, indicator, n, errors, traceback]) => {
-            const i = document.querySelector(indicator);
-            if (!i || i.dataset.status !== 'idle') return false;
-            const prompts = [...document.querySelectorAll(cell + ' ' + prompt)];
-            const failed = [...document.querySelectorAll(errors)].some(
-                e => e.dataset.mimeType.endsWith('.error') || new RegExp(traceback).test(e.textContent));
-            return failed || (prompts.length === n && prompts.every(p => /^\\[\\d+\\]:$/.test(p.textContent.trim())));
-        }""", arg=[CODE_CELL, PROMPT, INDICATOR, cells, ", ".join(ERRORS), TRACEBACK], timeout=RUN_ALL_TIMEOUT_MS,
-        polling=250)
-
-
-def _prompts(page) -> list[str]:
-    return [t.strip() for t in page.locator(f"{CODE_CELL} {PROMPT}").all_inner_texts()]
-
-
-def _errors_shown(page) -> list[str]:
-    """Error outputs, and stderr that carries a traceback or an exception."""
-    texts = []
-    for selector in ERRORS:
-        for text in page.locator(selector).all_inner_texts():
-            if "vnd.jupyter.error" in selector or re.search(TRACEBACK, text):
-                texts.append(text[-2000:])
-    return texts
 
 
 def _check_figures(page, figure: str) -> str:
@@ -392,36 +173,13 @@ def _save(page, path: Path, cells: int) -> None:
     deadline = time.monotonic() + SAVE_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            code = _code_cells(path)
+            code = code_cells(path)
             if len(code) == cells and all(c.get("execution_count") for c in code):
                 return
         except (OSError, ValueError):
             pass
         page.wait_for_timeout(250)  # not time.sleep: the route handlers run only while Playwright is called
     raise TimeoutError(f"{path} did not hold the executed cells {SAVE_TIMEOUT} s after Ctrl+S")
-
-
-def _full_screenshot(page, path: Path) -> None:
-    """The whole notebook, not just the viewport: the window grows to the notebook's height first."""
-    height = page.evaluate("""() => {
-        const panel = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');
-        return panel ? panel.scrollHeight : 0;
-    }""")
-    page.set_viewport_size({"width": page.viewport_size["width"], "height": min(max(1000, height + 250), 12000)})
-    page.evaluate("() => { const p = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');"
-                  " if (p) p.scrollTop = 0; }")  # Run All left it scrolled to the last cell
-    page.wait_for_timeout(500)  # the figures lay themselves out again at the new size
-    page.screenshot(path=str(path))
-
-
-def _local_only(route, refused: list[str], server: str | None = None) -> None:
-    """Let file:, data: (and the given server) through; abort anything else and remember it."""
-    url = route.request.url
-    if url.startswith(("file:", "data:")) or (server and (url == server or url.startswith(server + "/"))):
-        route.continue_()
-    else:
-        refused.append(url)
-        route.abort()
 
 
 def _on_failure(page, name: str, jupyter: Jupyter | None, console: list[str]) -> None:
@@ -433,7 +191,7 @@ def _on_failure(page, name: str, jupyter: Jupyter | None, console: list[str]) ->
         print(f"no failure screenshot: {exc}")
     print("browser console errors:\n" + "\n".join(console[-30:]))
     if jupyter is not None:
-        print(f"JupyterLab log:\n{_tail(jupyter.log)}")
+        print(f"JupyterLab log:\n{tail(jupyter.log)}")
 
 
 def test_01_symptom_renders_in_jupyterlab_and_its_report_offline(browser, jupyter: Jupyter, tmp_path: Path, capsys):
@@ -449,30 +207,30 @@ def test_01_symptom_renders_in_jupyterlab_and_its_report_offline(browser, jupyte
     for stale in SCREENSHOTS.glob("01_symptom_*"):  # a previous run's pictures (or failure pages) are not this one's
         stale.unlink()
     notebook = jupyter.root / NOTEBOOK
-    cells = len(_code_cells(notebook))
+    cells = len(code_cells(notebook))
 
     # -- JupyterLab: open, wait for the kernel, Run All, look, save -----------------------------------------
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(30_000)
     outside: list[str] = []  # JupyterLab too must need nothing but its own server
-    context.route("**/*", lambda route: _local_only(route, outside, jupyter.url))
+    context.route("**/*", lambda route: local_only(route, outside, jupyter.url))
     page = context.new_page()
     console: list[str] = []
     page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
     try:
         page.goto(jupyter.lab_url(NOTEBOOK), wait_until="domcontentloaded", timeout=60_000)
-        _wait_for_kernel(page)
+        wait_for_kernel(page)
         lap("kernel ready")
-        _run_all(page)
-        _wait_until_executed(page, cells)
+        run_all(page)
+        wait_until_executed(page, cells)
         lap("run all")
-        errors = _errors_shown(page)
+        errors = errors_shown(page)
         assert not errors, "a cell shows an error:\n" + "\n---\n".join(errors)
-        assert all(re.fullmatch(r"\[\d+\]:", p) for p in _prompts(page)), f"cells not run: {_prompts(page)}"
+        assert all(re.fullmatch(r"\[\d+\]:", p) for p in prompts(page)), f"cells not run: {prompts(page)}"
         lab_figures = _check_figures(page, LAB_FIGURE)
         progress = _check_progress(page)
-        _full_screenshot(page, SCREENSHOTS / "01_symptom_jupyterlab.png")
+        full_screenshot(page, SCREENSHOTS / "01_symptom_jupyterlab.png")
         _save(page, notebook, cells)
         assert not outside, f"JupyterLab asked for more than its server: {sorted(set(outside))}"
         lap("checked and saved")
@@ -489,7 +247,7 @@ def test_01_symptom_renders_in_jupyterlab_and_its_report_offline(browser, jupyte
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
     context.set_default_timeout(30_000)
     left: list[str] = []  # every request that was not file: or data:, whether the route saw it or not
-    context.route("**/*", lambda route: _local_only(route, left))
+    context.route("**/*", lambda route: local_only(route, left))
     page = context.new_page()
     problems: list[str] = []
     page.on("request", lambda r: None if r.url.startswith(("file:", "data:")) else left.append(r.url))
@@ -527,18 +285,16 @@ def _run_in_lab(context, jupyter: Jupyter, name: str, console: list[str]) -> str
     stem = name.removesuffix(".ipynb")
     try:
         page.goto(jupyter.lab_url(name), wait_until="domcontentloaded", timeout=60_000)
-        _wait_for_kernel(page)
-        _run_all(page)
-        _wait_until_executed(page, len(_code_cells(jupyter.root / name)))
-        errors = _errors_shown(page)
+        wait_for_kernel(page)
+        run_all(page)
+        wait_until_executed(page, len(code_cells(jupyter.root / name)))
+        errors = errors_shown(page)
         assert not errors, f"{name}: a cell shows an error:\n" + "\n---\n".join(errors)
-        assert all(re.fullmatch(r"\[\d+\]:", p) for p in _prompts(page)), f"{name}: cells not run: {_prompts(page)}"
+        assert all(re.fullmatch(r"\[\d+\]:", p) for p in prompts(page)), f"{name}: cells not run: {prompts(page)}"
         page.wait_for_timeout(500)
-        _full_screenshot(page, SCREENSHOTS / f"story_{stem}.png")
+        full_screenshot(page, SCREENSHOTS / f"story_{stem}.png")
         text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
-        # Shut this notebook's kernel down before the next one starts: two cores.
-        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Kernel$")).click()
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Shut Down Kernel$")).click()
+        shut_down_kernel(page)  # before the next notebook's kernel starts: two cores
         return text
     except BaseException:
         _on_failure(page, f"story_{stem}", jupyter, console)
@@ -550,7 +306,7 @@ def _run_in_lab(context, jupyter: Jupyter, name: str, console: list[str]) -> str
 def test_after_make_demo_the_notebooks_in_jupyterlab_show_the_symptom_and_its_causes(browser, jupyter: Jupyter,
                                                                                      lab_env, capsys):
     """`make demo` and notebook 04 end on the fixed launch; `make lab` must still teach the incident."""
-    restart = subprocess.run([_sgl_kit(), "lab", "restart", "--variant", "fixed"], env=lab_env,
+    restart = subprocess.run([sgl_kit(), "lab", "restart", "--variant", "fixed"], env=lab_env,
                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=LAB_TIMEOUT)
     assert restart.returncode == 0, restart.stderr
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -559,7 +315,7 @@ def test_after_make_demo_the_notebooks_in_jupyterlab_show_the_symptom_and_its_ca
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(30_000)
     outside: list[str] = []
-    context.route("**/*", lambda route: _local_only(route, outside, jupyter.url))
+    context.route("**/*", lambda route: local_only(route, outside, jupyter.url))
     console: list[str] = []
     try:
         symptom, auto_disable, fix = (_run_in_lab(context, jupyter, name, console) for name in STORY)
