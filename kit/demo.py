@@ -78,7 +78,9 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
         timings[name] = time.monotonic() - started
         console.print(f"  {name}: {timings[name]:.0f} s")
     page = _html(out, console)
-    _summary(console, json.loads(summary_path.read_text()), out, page, sum(timings.values()))
+    pays_path = summary_path.with_name(summary_path.stem + "-nospec.json")
+    pays = json.loads(pays_path.read_text()) if pays_path.is_file() else None
+    _summary(console, json.loads(summary_path.read_text()), out, page, sum(timings.values()), pays)
     upgrade = json.loads(summary_path.read_text()).get("upgrade")
     if upgrade:
         console.print(f"Before an upgrade (05_upgrade): {upgrade['headline']}", soft_wrap=True, markup=False)
@@ -180,8 +182,10 @@ def _html(out: Path, console) -> Path | None:
     return target
 
 
-def _summary(console, data: dict, out: Path, page: Path | None, seconds: float) -> None:
+def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, pays: dict | None = None) -> None:
     steps = data["steps"]
+    fixes = [s for s in steps[1:] if not s.get("predicted")]
+    checks = [s for s in steps[1:] if s.get("predicted")]
 
     def say(text: str = "") -> None:
         console.print(text, soft_wrap=True, markup=False)
@@ -190,11 +194,18 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float) 
     say(f"The symptom: {data['before_tok_s']:.1f} tok/s per request, against a baseline of "
         f"{data['baseline_tok_s']:g}.")
     say("The causes, found in the source of the server's own sglang:")
-    for step in steps[1:]:
+    for step in fixes:
         say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or 'see the notebook'}")
+    for step in checks:
+        say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or 'see the notebook'}; restoring it "
+            f"is predicted to change nothing here: {step['predicted'].split(': ', 1)[-1]}")
     say("The fixes, one at a time, each measured against the launch before it (means, 95% bootstrap CI):")
-    for step in steps[1:]:
+    for step in fixes:
         say(f"  - {', '.join(step['changes'])}: {step.get('effect') or step['rate_tok_s']}")
+    for step in checks:
+        held = "the prediction holds: a validated negative" if step.get("prediction_holds") else \
+            "the measurement disagrees with the prediction"
+        say(f"  - check {', '.join(step['changes'])} (predicted no change): {step.get('effect')}: {held}")
     if data.get("ceiling_tok_s"):
         say(f"After: {data['after_tok_s']:.1f} tok/s, {data['after_tok_s'] / data['ceiling_tok_s']:.0%} of the "
             f"single-stream roofline; the symptom is {'gone' if data['symptom_gone'] else 'still there'}.")
@@ -203,8 +214,14 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float) 
             "closes it. What else to check, and what would decide it (the doctor's list):")
         for question in data.get("open_questions") or []:
             say(f"  - {question}")
-    say("(On the lab the speeds come from its throughput model: the step count's gain follows sglang's rounds, the "
-        "prefill graph's lower time to first token is an assumption, and the baseline's ~70 tok/s is the "
+    if pays and pays.get("steps"):
+        say("Where the refused fix would pay (the lab's launch without speculative decoding, where no check of the "
+            "prefill graph's gate refuses a text request):")
+        for step in pays["steps"][1:]:
+            say(f"  - {', '.join(step['changes'])}: {step.get('effect') or step['rate_tok_s']}")
+    say("(On the lab the speeds come from its throughput model: the step count's gain follows sglang's rounds, "
+        "whether the prefill graph replays is read from sglang 0.5.11's own checks when the lab starts (under EAGLE "
+        "it does not), the size of its gain where it does is an assumption, and the baseline's ~70 tok/s is the "
         "write-up's, which does not show what reached it.)")
     say()
     say(f"Executed notebooks: {out}/ (00-05, {seconds:.0f} s in all)" + (f"; one page: {page}" if page else ""))

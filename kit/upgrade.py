@@ -51,13 +51,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DryRunError, EnvironmentMissing, KitError, ParseError
+from .upgrade_parts import fast_paths, paths_text, version_list, with_tp
 
 __all__ = ["OnlyIn", "Site", "Unparsed", "UpgradeDiff", "UpgradeRow", "upgrade_diff"]
 
 VOLATILE = ("random_seed",)  # differs between any two starts
 STATIC_NOTE = ("values are not resolved: each is the launch's explicit flag over that version's default, read "
                "from its source; no __post_init__ ran, so what sglang decides at startup is not shown")
-_TP_OPTIONS = ("--tp-size", "--tensor-parallel-size", "--tp")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$", re.M)
 
 
@@ -172,6 +172,7 @@ class UpgradeDiff:
     gpu: str | None = None
     tp: int | None = None
     seconds: float = 0.0
+    paths: dict[str, dict] = field(default_factory=dict)  # version -> mechanism -> its gate chain, summed up
 
     @property
     def compared(self) -> list[str]:
@@ -261,7 +262,7 @@ class UpgradeDiff:
                 out.append("  (none)")
         if self.hidden:
             out += ["", f"hidden (they differ on every start): {', '.join(self.hidden)}"]
-        return "\n".join(out)
+        return "\n".join(out + paths_text(self.paths, self.compared, width))
 
     def _row_lines(self, r: UpgradeRow) -> list[str]:
         tag = {"renamed": "  [renamed]", "renamed-changed": "  [renamed]"}.get(r.kind, "")
@@ -339,8 +340,8 @@ def upgrade_diff(
     started = time.monotonic()
     from .server_args import flag_table, server_flags
 
-    names = _version_list(versions)
-    tokens = _one_tp(server_flags(flags), tp)
+    names = version_list(versions)
+    tokens = with_tp(server_flags(flags), tp)
     out = UpgradeDiff(versions=names, flags=list(tokens), gpu=None if gpu is None else str(gpu), tp=tp,
                       model=None if model is None or isinstance(model, Mapping) else str(model))
     sides = _sides(out, _methods(names, method, out.notes), setup, progress, missing)
@@ -366,37 +367,9 @@ def upgrade_diff(
         out.notes.append(f"static ({', '.join(v for v in live if sides[v].method == 'static')}): {STATIC_NOTE}")
     _deprecations(sides, out)
     _compare(sides, live, out)
+    out.paths = fast_paths(sides, live, model)
     out.seconds = time.monotonic() - started
     return out
-
-
-def _version_list(versions: str | Sequence[str]) -> list[str]:
-    from packaging.version import InvalidVersion, Version
-
-    items = [versions] if isinstance(versions, str) else list(versions)
-    names = list(dict.fromkeys(n for item in items for n in re.split(r"[\s,]+", str(item).strip()) if n))
-    for name in names:
-        try:
-            Version(name)
-        except InvalidVersion:
-            raise KitError(f"not an sglang version: {name!r}", hint="give versions such as 0.5.11") from None
-    if len(names) < 2:
-        raise KitError(f"an upgrade diff needs two versions or more, got {names}",
-                       hint="give the version upgraded from and at least one to upgrade to")
-    return names
-
-
-def _one_tp(tokens: list[str], tp: int | None) -> list[str]:
-    """``tp`` as ``--tp-size N`` among the flags, where every version (static ones too) reads it."""
-    from ._argv import option_values
-
-    given = option_values(tokens, _TP_OPTIONS)[0]
-    if tp is None or str(given) == str(tp):
-        return tokens
-    if given is not None:
-        raise DryRunError(f"tensor parallelism is given twice, differently: tp={tp} and {given} among the flags",
-                          hint="give it once: --tp N, or --tp-size N among the flags")
-    return [*tokens, "--tp-size", str(tp)]
 
 
 def _methods(names: list[str], method: str, notes: list[str]) -> dict[str, str]:

@@ -121,6 +121,12 @@ investigation.dryrun_crosscheck(server, tree, explanation, gpu=gpu)
 # installed source instead of a table, and checks the fixes people try first against the `raise`s SGLang
 # would hit at startup. The cell below says what holds for this server: the flag, or why there is nothing
 # to change, and the pitfall when there is one.
+#
+# A flag that turns the graph back on is not yet a fix: the graph must also run. For every batch, sglang asks
+# the graph's runner (`can_run`) whether it may replay, and refuses some. The cell reads those checks in this
+# release's source and evaluates them for this launch (`sgl-kit gates prefill-graph TARGET --restored` lists
+# each one with its line): under speculative decoding on 0.5.11 one of them refuses every prefill of the
+# target, so the flag would capture a graph that never replays. `04_fix_and_validate` measures that.
 
 # %%
 investigation.way_out(tree, explanation, effective_args(server), None)

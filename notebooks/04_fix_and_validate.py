@@ -47,6 +47,7 @@ max_tokens: int = 128  # output tokens per request
 baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no baseline)
 apply_fix: bool = False  # on a real server: True to go on after printing the commands (the lab is always relaunched)
 summary_path: str = ""  # write the validation as JSON here ("" : do not write)
+pays_launch: str = "nospec"  # the lab only: another launch to try the refused fix on ("": skip section 4)
 notebook_file: str = "04_fix_and_validate.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "04_fix_and_validate.html" ("": do not)
 
@@ -67,6 +68,13 @@ server
 # worth, and catches a fix that does nothing. When the doctor finds nothing to change (its rules about GPUs
 # do not apply to a server on CPU, say), the plan is empty and says why: the launch is measured as found,
 # and nothing is claimed.
+#
+# The plan also holds *checks*: changes the doctor predicts to change nothing, because a check in sglang's
+# own source refuses them for every request of this launch (`sgl-kit gates MECHANISM TARGET --restored`
+# shows each check with its line). In the incident, `--enforce-piecewise-cuda-graph` is one: under EAGLE, the
+# worker runs the target's prefill with `CaptureHiddenMode.FULL`, the piecewise graph was captured with
+# `NULL`, and `PiecewiseCudaGraphRunner.can_run` refuses the mismatch. A check is measured last, on top of
+# every fix, and reads as a prediction: it holds if nothing moves.
 
 # %%
 diagnosis = doctor(target, host=host, port=server.port)
@@ -84,7 +92,8 @@ print(investigation.describe_plan(plan, diagnosis))
 # time to first token, each with a 95% bootstrap interval (10,000 resamples of the requests). A verdict needs
 # the interval to exclude zero and the change to exceed 1% of the value. The two numbers answer different
 # questions: in sglang 0.5.11 speculative verify runs in the decode CUDA graph, so the step count moves decode
-# speed, while the prefill (piecewise) graph covers extend and prefill batches, so it moves time to first token.
+# speed, while the prefill (piecewise) graph covers extend and prefill batches, so it could only move time to
+# first token, and only for the batches its gate lets it replay.
 
 # %%
 validation = investigation.validate(host, target, server, plan, requests=requests, max_tokens=max_tokens,
@@ -110,17 +119,24 @@ for result in validation.results[1:]:
 #
 # On the lab, speeds come from its throughput model: the incident's write-up reports ~70 tok/s on the old
 # deployment, 35-40 on the new launch and 50-57 with 3 steps restored, and nothing after the prefill-graph fix.
-# The lab follows sglang's mechanisms, so the prefill graph lowers time to first token there (by an assumed
-# amount) and leaves decode alone. On a real server these numbers are measured.
+# The lab follows sglang's mechanisms, and reads from 0.5.11's source, when it starts, whether the prefill
+# graph's gate lets a prefill batch replay it. Under EAGLE it does not, so the enforced graph changes nothing
+# in the lab either: the check's "no significant change" is the prediction and the lab agreeing, read from the
+# same source; on a real GPU server it is a measurement. That is a validated negative: the flag costs capture
+# time and memory and buys nothing here, and the write-up's author ended on it.
+#
+# What closed the rest of the gap to ~70 tok/s on the old deployment is not in the write-up. The conclusion
+# says it is unexplained and lists what the doctor would check next; it does not invent a cause.
 #
 # Every step is benchmarked from an empty prefix cache (the kit flushes it before each run): a relaunch
 # empties it, so a first run against a cache warmed by earlier notebooks would read a lower time to first
 # token than any step can.
 #
 # With `lab_scenario = "p2p-pcie"` the lab is two PCIe GPUs without peer access: sglang's custom all-reduce
-# is off and NCCL all-reduces over PCIe. The doctor finds it from `nvidia-smi topo -p2p` and models its cost;
-# its fix is a change to the machine (BIOS or driver), which the lab stands in for, so the step shows whether
-# the modelled gain is measured. Set `baseline_tok_s = 0` there: that scenario has no baseline.
+# is off and NCCL all-reduces over PCIe. The doctor finds it from `nvidia-smi topo -p2p` and models its cost.
+# Those GPUs report GNS (GPU not supported): no BIOS or driver setting gives them peer access, so the doctor
+# prescribes nothing and the plan is empty; the modelled cost is what GPUs with peer access would buy. Set
+# `baseline_tok_s = 0` there: that scenario has no baseline.
 
 # %%
 print(validation.conclusion())
@@ -128,6 +144,31 @@ print(validation.conclusion())
 # %%
 if summary_path:
     print(f"written: {validation.save(summary_path)}")
+
+# %% [markdown]
+# ## 4. When would the prefill graph pay?
+#
+# A fix the source refuses here may pay elsewhere. The incident's model without speculative decoding (the
+# lab's `nospec` launch) still has the prefill graph turned off by the multimodal rule, but nothing in the
+# gate refuses its text requests: the prefill batch asks for no hidden states, the same mode the graph was
+# captured with. The doctor reads that from the source and offers `--enforce-piecewise-cuda-graph` as the fix
+# there; the run measures time to first token before and after. On the lab the size of the gain is the
+# scenario's assumption (20% of prefill, kit/data/scenarios/incident.yaml: the write-up has no number); what
+# the source decides is whether there is one at all.
+#
+# The flag is still a testing flag ("Used for testing" in its help): it skips every rule of the chain, the
+# ones that keep output correct on other launches included. The lasting way is a release that keeps the
+# graph for this model and lets the EAGLE target replay it: the doctor names them (`05_upgrade` compares one).
+
+# %%
+pays = None
+if pays_launch:
+    pays = investigation.where_it_pays(host, target, server, launch=pays_launch, requests=requests,
+                                       max_tokens=max_tokens)
+if pays is not None:
+    print(pays.conclusion())
+    if summary_path:
+        print(f"written: {pays.save(summary_path.replace('.json', '') + '-' + pays_launch + '.json')}")
 
 # %% [markdown]
 # ## Share

@@ -105,7 +105,13 @@ if summary_path:
 # where a deprecated alias names its successor), shows them as one row, and resolves your launch with the new
 # name, saying so. Where nothing records a rename it says "(no lineage known)" and keeps the rows apart.
 # The report below lists it all: changed settings, refused and deprecated flags, renamed settings, and the
-# fields that exist in one release only.
+# fields that exist in one release only. Its last section, FAST PATHS, asks each release's own runtime checks
+# whether the prefill and decode graphs run for the launch it resolved (`sgl-kit gates` shows every check):
+# on 0.5.11 the incident's prefill graph is off at startup, and turned back on it would be refused for every
+# speculative prefill (the check in `PiecewiseCudaGraphRunner.can_run`); 0.5.23 resolves the same launch to the
+# breakable prefill backend, whose runner captures the EAGLE target's graph with full hidden states, so no
+# check refuses it. The releases between, and the pull requests behind each change, are in
+# `kit/data/mechanism_history.yaml` (each entry checked against the releases' own source by the tests).
 
 # %%
 print(diff.to_text())
