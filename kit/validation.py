@@ -138,6 +138,7 @@ class Validation:
     open_questions: list[str] = field(default_factory=list)  # the doctor's: what else to check, what would decide it
     planned: int | None = None  # steps in the plan (0: the doctor found nothing to change)
     not_applicable: list[str] = field(default_factory=list)  # the doctor's findings that do not apply, with why
+    unfixable: list[str] = field(default_factory=list)  # found, estimated, and nothing to change on this machine
 
     @property
     def before(self) -> float | None:
@@ -192,6 +193,9 @@ class Validation:
         if self.not_applicable:
             lines.append("Its findings that do not apply here:")
             lines += [f"  - {x}" for x in self.not_applicable]
+        if self.unfixable:
+            lines.append("Its findings with nothing to change on this machine (what each costs, and why no fix):")
+            lines += [f"  - {x}" for x in self.unfixable]
         lines.append(f"Measured as found: {self.before:.1f} tok/s per request, time to first token "
                      f"{first.ttft_ms:.0f} ms (means of {first.run.totals['ok']} requests, "
                      f"{first.run.totals.get('output_tokens', 0)} output tokens counted by the server).")
@@ -219,6 +223,7 @@ class Validation:
                 "symptom_gone": self.symptom_gone, "unexplained_tok_s": (self.baseline_tok_s - self.after)
                 if self.symptom_gone is False else None, "open_questions": list(self.open_questions),
                 "planned": self.planned, "not_applicable": list(self.not_applicable),
+                "unfixable": list(self.unfixable),
                 "steps": steps, "conclusion": self.conclusion()}
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -273,12 +278,16 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
     questions = list(getattr(diagnosis, "open_questions", []) or [])
     idle = [f"{f.title} ({f.id}): {f.estimate.reason}" for f in getattr(diagnosis, "findings", []) or []
             if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
+    unfixable = [f"{f.title} ({f.id}): {f.estimate.text()}; {'; '.join(f.avoid) or 'no fix named'}"
+                 for f in getattr(diagnosis, "findings", []) or []
+                 if not f.changes and not f.advice and f.estimate.share]
     if not plan:  # nothing to relaunch: the launch as found, measured, is the whole result
         run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
         say("the doctor planned no step: nothing to relaunch")
         return Validation(target, [StepResult(None, run, _mean(run.summary(), "decode_tok_s"),
                                               ttft_ms=_mean(run.summary(), "ttft_ms"))], baseline_tok_s,
-                          None, False, open_questions=questions, planned=0, not_applicable=idle)
+                          None, False, open_questions=questions, planned=0, not_applicable=idle,
+                          unfixable=unfixable)
     lab = _lab_of(host, server)
     notes = []
     if lab is not None or apply_fix:
@@ -398,6 +407,12 @@ def where_it_pays(host, target: str, server, *, launch: str = "nospec", requests
     if lab is None:
         say(f"{target} is not the lab: run this comparison on a launch of yours where `sgl-kit gates prefill-graph "
             "TARGET --restored` finds no refusal, with sgl-kit bench before and after")
+        return None
+    from .lab.control import variants
+
+    scenario = lab.status().scenario
+    if launch not in variants(scenario=scenario or None):
+        say(f"the lab's scenario {scenario or 'incident'!r} has no {launch!r} launch: nothing to compare")
         return None
     say(f"restarting the lab on its {launch!r} launch")
     lab.restart(variant=launch)

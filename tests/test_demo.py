@@ -33,7 +33,10 @@ def test_demo_marks_rule_8_and_reports_it_fired(at_80_columns):
     assert "1 fired" in out and "server_args.py:1230" in out
     # The fix comes from the source of this version: the early return at the top of the method.
     assert ("In 0.5.11 the way out is --enforce-piecewise-cuda-graph (the early return "
-            "`if self.enforce_piecewise_cuda_graph` at srt/server_args.py:1196).") in out
+            "`if self.enforce_piecewise_cuda_graph` at srt/server_args.py:1196), which skips every rule") in out
+    # and the source says it would not pay for this launch: the graph's own gate refuses the EAGLE target
+    assert "But turned back on, the graph would not run for this launch" in " ".join(out.split())
+    assert "piecewise_cuda_graph_runner.py:454" in out
     assert ("--language-only is not it: sglang 0.5.11 refuses it at startup (srt/server_args.py:3809: "
             "\"requires at least one encoder urls to be set via --encoder-urls\").") in out
 
@@ -50,5 +53,5 @@ def test_demo_derives_the_fix_for_another_version():
     out = _demo("--version", "0.5.10.post1", columns=160)
     assert "1109-1111: rule 9: Multimodal / VLM models" in out
     assert ("In 0.5.10.post1 the way out is --enforce-piecewise-cuda-graph (the early return "
-            "`if self.enforce_piecewise_cuda_graph` at srt/server_args.py:1080).") in out
+            "`if self.enforce_piecewise_cuda_graph` at srt/server_args.py:1080), which skips every rule") in out
     assert "srt/server_args.py:3281" in out

@@ -58,6 +58,11 @@ def test_the_plan_applies_each_fix_on_top_of_the_previous_ones(lab):
     assert "--enforce-piecewise-cuda-graph" not in first.flags and "--enforce-piecewise-cuda-graph" in second.flags
     assert second.flags[second.flags.index("--speculative-num-steps") + 1] == "3"  # kept from step 1
     assert first.sites == ["srt/server_args.py:7506"] and second.sites == ["srt/server_args.py:1230"]
+    # the second is a check, not a fix: 0.5.11's gate would refuse the enforced graph for the EAGLE target
+    assert not first.predicted and second.predicted.startswith("no change: PiecewiseCudaGraphRunner.can_run")
+    assert "(a check: predicted no change" in investigation.describe_plan(plan).splitlines()[1]
+    assert [s.finding for s in investigation.fix_plan(doctor("lab", host=host), server, checks=False)] == [
+        "speculative-steps-low"]
 
 
 def test_relaunch_restarts_a_server_the_way_it_ran_with_new_flags(lab):

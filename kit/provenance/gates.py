@@ -128,8 +128,11 @@ def gate_chain(tree, mechanism: str, snapshot=None, model_config=None, *, facts:
     spec = MECHANISMS.get(mechanism)
     if spec is None:
         raise KitError(f"no mechanism {mechanism!r}", hint=f"one of {', '.join(MECHANISMS)}")
+    from kit.model_config import load_model_config
+
     values = dict(getattr(snapshot, "fields", snapshot) or {})
-    reader = _Reader(tree, spec, values, model_config, dict(facts or {}), dict(probes or {}), log_text)
+    reader = _Reader(tree, spec, values, load_model_config(model_config), dict(facts or {}), dict(probes or {}),
+                     log_text)
     chain = GateChain(mechanism, str(spec.get("title", mechanism)), getattr(tree, "version", None),
                       BATCHES.get(str(spec.get("batch", "")), ""))
     if spec.get("requires"):
