@@ -53,5 +53,17 @@ def test_each_launch_streams_at_its_models_rate_and_the_fix_is_an_improvement(la
     assert new_model.expected_tok_s() < 40 < 50 < fixed_model.expected_tok_s() < 57  # the write-up's ranges
     verdict = compare(new, fixed)
     assert verdict.verdict == "improved" and verdict.ci_low > 10
-    ttft = compare(new, fixed, metric="ttft_ms")  # the prefill graph lowers time to first token
-    assert ttft.verdict == "improved" and ttft.diff < 0 and ttft.unit == "ms"
+    # the fixed launch enforces the prefill graph, but under EAGLE its gate refuses the target's prefill
+    # (read from 0.5.11 when the stand-in starts): time to first token stays within the noise
+    assert fixed_model.prefill_graph_replays is None  # this test builds the model without the source ...
+    ttft = compare(new, fixed, metric="ttft_ms")
+    assert abs(ttft.rel_diff) < 0.1 and ttft.unit == "ms", ttft  # ... the server it measures reads it
+
+
+def test_the_prefill_graph_lowers_time_to_first_token_only_without_speculative_decoding(lab, tmp_path):
+    port = free_port()
+    plain, _ = _measure(lab, "nospec", tmp_path, port)
+    enforced, _ = _measure(lab, "nospec_fixed", tmp_path, port)
+    ttft = compare(plain, enforced, metric="ttft_ms")
+    assert ttft.verdict == "improved" and ttft.rel_diff < -0.1, ttft
+    assert compare(plain, enforced).verdict != "improved"  # decode does not run in the prefill graph
