@@ -212,7 +212,10 @@ def test_speculative_steps_below_sglang_own_choice(launches, tree, pkg):
     assert f.evidence[1] == ("sglang 0.5.11's own choice for this model (srt/server_args.py:7506) is 3 steps "
                              "and 4 draft tokens")
     assert f.fix == ["--speculative-num-steps 3", "--speculative-num-draft-tokens 4"]
-    assert f.sites == ["srt/server_args.py:7506"]
+    # 7506 runs only when the launch sets no steps (`if self.speculative_num_steps is None`, 3523): this
+    # launch sets 1, so it is not the cause of the value and is not cited as a source
+    assert f.sites == [] and f.dropped == ["srt/server_args.py:7506: `self.speculative_num_steps is None` is false "
+                                           "for this launch (ServerArgs._handle_speculative_decoding:3523)"]
     assert "speculative-steps-low" not in ids(run(launches, tree, "old"))
 
 

@@ -441,8 +441,13 @@ def _max_running_48(case: Case) -> list[str] | None:
     sites = _resolution_sites(case, "max_running_requests")
     if case.ev.tree is not None and not sites:
         return None
-    return ["max_running_requests = 48, not asked for: speculative decoding sets it"
-            + (f" ({_where(sites[:1])[0]})" if sites else "")]
+    where = ""
+    if len(sites) == 1:
+        where = f" ({_where(sites)[0]})"
+    elif sites:
+        where = (f" (one of {', '.join(_where(sites))}: the kit could not decide from the evidence which of "
+                 "them ran)")
+    return ["max_running_requests = 48, not asked for: speculative decoding sets it" + where]
 
 
 rule(Rule(
