@@ -10,6 +10,8 @@ import pytest
 
 import kit.doctor
 from kit.doctor import RULES, diagnose, from_files
+from kit.hosts import LocalHost
+from kit.source import SourceTree
 
 ROOT = Path(__file__).resolve().parent.parent / "data" / "incidents"
 EVIDENCE = {
@@ -240,3 +242,36 @@ def test_without_config_json_the_speculative_steps_check_is_an_open_question():
     d = diagnose(from_files(log=str(log), sglang="0.5.11", model_config=str(config)))
     assert "speculative-steps-low" in [f.id for f in d.findings]
     assert not [q for q in d.unanswered if "speculative decoding's steps" in q]
+
+
+# --------------------------------------------------------------------------- the MoE kernel's tuned-config lookup
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_a_down_projection_without_its_own_file_is_not_the_default_config(sglang_source):
+    # Real lines printed by sglang 0.5.11's own lookup (tests/data/logs/SOURCES.md): the up projection found a
+    # tuned file of another Triton release, the down projection none of its own. get_moe_configs prints
+    # "Using MoE kernel config with down_moe=False" when `down_moe` is true and returns None
+    # (fused_moe_triton_config.py:119-126); the down GEMM then runs with the up projection's config
+    # (`down_config or config`, fused_moe.py:628), not get_default_config.
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    source = tree.read_text("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py").splitlines()
+    assert source[118].strip() == "if down_moe:" and "down_moe=False" in source[121]
+    assert "down_config or config" in tree.read_text("srt/layers/moe/moe_runner/triton_utils/fused_moe.py")
+    ev = from_files(paste=str(DATA / "logs" / "moe-down-config-0.5.11.log"), tree=tree)
+    assert any("down_moe=False" in n.text for n in ev.messages)  # the line is read: the rule decides
+    assert diagnose(ev, only=[_rule("moe-default-kernel-config")]).findings == []
+
+
+def test_the_deterministic_notice_names_its_own_cause(sglang_source, tmp_path):
+    # The notice text is sglang 0.5.11's own literal (fused_moe_triton_config.py:56-58), in a log line written
+    # for the test in sglang's default format.
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    text = "Deterministic inference is enabled, using default MoE kernel config."
+    assert text in tree.read_text("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py")
+    log = tmp_path / "server.log"
+    log.write_text(f"[2026-05-01 10:00:00] {text}\n")
+    (f,) = diagnose(from_files(paste=str(log), tree=tree), only=[_rule("moe-default-kernel-config")]).findings
+    assert "--enable-deterministic-inference" in f.evidence[0] and "tuning_fused_moe_triton" not in " ".join(f.fix)
+    assert f.sites and f.sites[0].startswith("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:")

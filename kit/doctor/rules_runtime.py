@@ -332,18 +332,58 @@ rule(Rule(
 
 # --------------------------------------------------------------------------- MoE kernel configs
 
-_MOE_DEFAULT = r"Using default MoE kernel config|Using MoE kernel config with down_moe=False"
+# sglang's tuned-config lookup for the fused MoE kernel (get_moe_configs, srt/layers/moe/.../fused_moe_triton_config.py)
+# prints "Using default MoE kernel config" when no tuned file is found for the shape and GPU and the default tiles
+# run (get_default_config); "Deterministic inference is enabled, using default MoE kernel config." when
+# --enable-deterministic-inference skips the lookup. Its other lines are not a default: "Fallback to triton version
+# X and use MoE kernel config from ..." is a tuned file of another Triton release, and (0.5.x up to 0.5.15) "Using
+# MoE kernel config with down_moe=False" is the lookup of the down projection's own file failing, after which the
+# down GEMM runs with the up projection's config (`down_config or config` in fused_moe.py), tuned when it was found.
+_MOE_DEFAULT = r"Using default MoE kernel config"
+_MOE_DETERMINISTIC = r"Deterministic inference is enabled, using default MoE kernel config"
+_MOE_DOWN_REUSES = r"Using MoE kernel config with down_moe=False|Down MoE config file not found"
+_MOE_FALLBACK = r"Fallback to triton version \S+ and use MoE kernel config from"
 
 
 def _moe_default(case: Case) -> list[str] | None:
     found = _said(case, _MOE_DEFAULT)
     if not found:
         return None
-    m = re.search(r"Config file not found at (\S+?\.json|\S.*?\.json)", found[0].text)
-    out = [f"sglang says at {_at(found[0])}: {found[0].text[:240]}"]
-    if m:
-        out.append(f"no tuned config for this MoE shape and GPU: {m.group(1)}")
+    deterministic = [n for n in found if re.search(_MOE_DETERMINISTIC, n.text, re.I)]
+    missing = [n for n in found if n not in deterministic]
+    out = []
+    if missing:
+        m = re.search(r"Config file not found at (\S+?\.json|\S.*?\.json)", missing[0].text)
+        out.append(f"sglang says at {_at(missing[0])}: {missing[0].text[:240]}")
+        if m:
+            out.append(f"no tuned config for this MoE shape and GPU: {m.group(1)}; the kernel runs the default tiles "
+                       "(get_default_config)")
+    if deterministic:
+        out.append(f"sglang says at {_at(deterministic[0])}: {deterministic[0].text[:200]} (with "
+                   f"{case.option('enable_deterministic_inference') or '--enable-deterministic-inference'} the lookup "
+                   "returns before reading any tuned file)")
+    reused = _said(case, _MOE_DOWN_REUSES)
+    if reused:
+        out.append(f"and at {_at(reused[0])}: the down projection has no tuned file of its own; sglang runs it with "
+                   "the up projection's config (its own line, not a default)")
     return out
+
+
+def _moe_fix(case: Case) -> Fix:
+    if not _said(case, _MOE_DEFAULT + r"\. Performance"):  # only the deterministic notice
+        return [], [f"the default tiles are the price of {case.option('enable_deterministic_inference') or '--enable-deterministic-inference'}"
+                    ": keep it only where bitwise-reproducible output is needed"], []
+    return [], ["tune a config for this shape: python benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py "
+                "--model MODEL --tp-size TP --tune (sglang's repository), and put the JSON where the notice says it "
+                "looked (or point SGLANG_MOE_CONFIG_DIR at it)"], []
+
+
+def _moe_sites(case: Case) -> list[str]:
+    printed = _said(case, _MOE_DEFAULT)
+    texts = (["Deterministic inference is enabled, using default MoE kernel config"]
+             if printed and all(re.search(_MOE_DETERMINISTIC, n.text, re.I) for n in printed)
+             else ["Using default MoE kernel config"])
+    return [site for text in texts for site in _site(case, text)]
 
 
 rule(Rule(
@@ -354,10 +394,7 @@ rule(Rule(
                                       "config gains depends on both", "decode tok/s",
                                       "a benchmark after tuning (sglang's benchmark/kernels/fused_moe_triton/"
                                       "tuning_fused_moe_triton.py, then sgl-kit bench on both)"),
-    fix=lambda case: ([], ["tune a config for this shape: python benchmark/kernels/fused_moe_triton/"
-                           "tuning_fused_moe_triton.py --model MODEL --tp-size TP --tune (sglang's repository), and "
-                           "put the JSON where the notice says it looked (or point SGLANG_MOE_CONFIG_DIR at it)"], []),
-    sites=lambda case: _site(case, "Using default MoE kernel config"),
+    fix=_moe_fix, sites=_moe_sites,
     affects=("decode step", "prefill/extend"), covers=lambda case: set()))
 
 
