@@ -272,13 +272,34 @@ def test_max_running_requests_set_to_48_by_speculative_decoding(launches, tree, 
 def test_mem_fraction_lowered_for_a_vlm(launches, tree, pkg):
     f = finding(run(launches, tree, "auto-mem"), "mem-fraction-lowered-for-vlm")
     assert f.sites == ["srt/server_args.py:7171"] and "adjust_mem_fraction_for_vlm" in f.evidence[0]
-    # The value before sglang's adjustment, by 0.5.11's own formula: 0.95 x clamp(1 - 0.1 x (r - 1), 0.8, 1.05)
-    # for the vision tower of the config (27 layers x 1152 hidden: r = 27 x 1152^2 / (24 x 1024^2)).
-    r = 27 * 1152**2 / (24 * 1024**2)
+    # The value before sglang's adjustment, by 0.5.11's own formula: 0.95 x clamp(1 - 0.1 x (r - 1), 0.8, 1.05),
+    # r = layers x hidden^2 / (24 x 1024^2), with the layers read by `getattr(vision_config, "num_hidden_layers",
+    # 24)` (srt/server_args.py:7147): the Qwen3.6 vision config has `depth` (27), not num_hidden_layers, so
+    # sglang reads 24 layers (x 1152 hidden): r = 1152^2 / 1024^2.
+    r = 24 * 1152**2 / (24 * 1024**2)
     factor = 0.95 * max(0.8, min(1.05, 1 - 0.1 * (r - 1)))
     value = float(f.evidence[0].split("mem_fraction_static = ")[1].split(",")[0])
-    assert f.fix[0] == f"--mem-fraction-static {round(value / factor, 3)}" and "srt/server_args.py:7137" in f.fix[1]
+    assert f.fix[0] == f"--mem-fraction-static {round(value / factor, 3)}"
+    assert "reads a vision tower of 24 layers x 1152 hidden" in f.evidence[1] and "srt/server_args.py:7147" in f.evidence[1]
+    assert "`depth` = 27" in f.evidence[1] and "srt/server_args.py:7137" in f.evidence[1]
     assert "mem-fraction-lowered-for-vlm" not in ids(run(launches, tree, "old"))  # --mem-fraction-static 0.85
+
+
+def test_the_value_before_the_vlm_factor_is_what_sglang_itself_started_from(pkg, tmp_path):
+    # The dry-run (real ServerArgs.__post_init__ of 0.5.11, tests/data/dryrun/SOURCES.md) recorded each write of
+    # mem_fraction_static: 0.775 at _handle_gpu_memory_settings, then 0.716693359375 at
+    # adjust_mem_fraction_for_vlm. The kit, reading the formula, must get back to sglang's own 0.775.
+    saved = json.loads((Path(__file__).parent / "data" / "dryrun" / "incident-automem-0.5.11.json").read_text())
+    (before, after) = [w for w in saved["writes"] if w["field"] == "mem_fraction_static"]
+    assert (before["function"], after["function"]) == ("ServerArgs._handle_gpu_memory_settings",
+                                                       "ServerArgs.adjust_mem_fraction_for_vlm")
+    log, cmd = tmp_path / "server.log", tmp_path / "launch.cmd"
+    log.write_text(PREFIX + saved["server_args_line"] + "\n")
+    cmd.write_text("python -m sglang.launch_server " + shlex.join(saved["argv"]) + "\n")
+    d = diagnose(from_files(log=str(log), command=str(cmd), model_config=str(QWEN / "config.json"), package_dir=pkg))
+    f = finding(d, "mem-fraction-lowered-for-vlm")
+    assert f.fix[0] == f"--mem-fraction-static {before['after']}"  # 0.775, not 0.788 (27 layers)
+    assert f"{after['after']}" in f.evidence[0]
 
 
 def test_chunked_prefill_off_for_a_vlm_sglang_cannot_chunk(launches, tree, pkg, tmp_path):

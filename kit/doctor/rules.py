@@ -473,8 +473,12 @@ def _mem_vlm(case: Case) -> list[str] | None:
     sites = _vlm_site(case, "mem_fraction_static")
     if not sites or case.asked("mem_fraction_static"):
         return None
-    return [f"mem_fraction_static = {case.value('mem_fraction_static')}, lowered for a vision-language model at "
-            f"{_where(sites[:1])[0]} ({sites[0].function})"]
+    out = [f"mem_fraction_static = {case.value('mem_fraction_static')}, lowered for a vision-language model at "
+           f"{_where(sites[:1])[0]} ({sites[0].function})"]
+    factor, how = _vlm_factor(case)
+    if factor is not None:
+        out.append(f"sglang's own factor is {factor:.4f}: {how}")
+    return out
 
 
 rule(Rule(
@@ -568,45 +572,75 @@ def _queue_impact(case: Case, cap: int) -> Impact:
 
 def _vlm_factor(case: Case) -> tuple[float | None, str]:
     """The factor sglang multiplied mem_fraction_static by, computed by this version's own formula
-    (``ServerArgs.adjust_mem_fraction_for_vlm``, read from its source) and the model's vision_config."""
+    (``adjust_mem_fraction_for_vlm``, read from its source) and the model's vision_config, with the
+    attributes that formula reads: ``getattr(vision_config, "num_hidden_layers", 24)`` finds no
+    ``num_hidden_layers`` in a Qwen3.5/3.6 vision config (it has ``depth``), so sglang uses its default, 24."""
     import ast
     import textwrap
 
     if case.ev.tree is None:
         return None, "no sglang source to read the formula from"
-    try:
-        snippet = case.ev.tree.function("ServerArgs.adjust_mem_fraction_for_vlm")
-    except KitError as err:
-        return None, f"ServerArgs.adjust_mem_fraction_for_vlm not read: {err.message}"
-    where = f"{snippet.path.removeprefix('sglang/')}:{snippet.start}-{snippet.end}"
+    snippet = None
+    for name in ("ServerArgs.adjust_mem_fraction_for_vlm", "adjust_mem_fraction_for_vlm"):
+        try:
+            snippet = case.ev.tree.function(name)
+            break
+        except KitError as err:
+            why = err.message
+    if snippet is None:
+        return None, f"adjust_mem_fraction_for_vlm not read: {why}"
+    path = snippet.path.removeprefix("sglang/")
+    where = f"{path}:{snippet.start}-{snippet.end}"
     tree = ast.parse(textwrap.dedent(snippet.text))
-    consts, defaults, clamp = {}, {}, None
+    consts, reads, clamp, score = {}, {}, None, None
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = node.value
+            target, value = node.targets[0].id, node.value
             if isinstance(value, ast.Constant) and isinstance(value.value, int | float):
-                consts[node.targets[0].id] = float(value.value)
+                consts[target] = float(value.value)
             elif isinstance(value, ast.Call) and getattr(value.func, "id", "") == "getattr" and len(value.args) == 3 \
                     and isinstance(value.args[1], ast.Constant) and isinstance(value.args[2], ast.Constant) \
                     and isinstance(value.args[2].value, int | float):
-                defaults[value.args[1].value] = float(value.args[2].value)
+                # the variable, the attribute sglang reads, its default, and the line (in the file)
+                reads[target] = (value.args[1].value, float(value.args[2].value), snippet.start + node.lineno - 1)
             elif isinstance(value, ast.Call) and getattr(value.func, "id", "") == "max" and len(value.args) == 2:
                 low, inner = value.args
                 if isinstance(low, ast.Constant) and isinstance(inner, ast.Call) and \
                         getattr(inner.func, "id", "") == "min" and isinstance(inner.args[0], ast.Constant):
                     clamp = (float(low.value), float(inner.args[0].value))
+            elif isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult) and isinstance(value.left, ast.Name) \
+                    and isinstance(value.right, ast.BinOp) and isinstance(value.right.op, ast.Pow) \
+                    and isinstance(value.right.left, ast.Name) and value.left.id in reads \
+                    and value.right.left.id in reads:
+                score = (value.left.id, value.right.left.id)  # layers x hidden ** 2
     need = ("base_mem_fraction_reduction_ratio", "baseline_vit_layers", "baseline_vit_hidden_size", "sensitivity_scale")
-    if any(n not in consts for n in need) or clamp is None:
+    if any(n not in consts for n in need) or clamp is None or score is None:
         return None, f"the formula at {where} is not the one this rule knows (constants {sorted(consts)})"
     vision = (case.ev.model_config or {}).get("vision_config") or {}
-    layers = float(vision.get("num_hidden_layers") or vision.get("depth") or defaults.get("num_hidden_layers", 24))
-    hidden = float(vision.get("hidden_size") or defaults.get("hidden_size", 1024))
+    said = []
+    values = []
+    for var in score:
+        attr, default, line = reads[var]
+        if attr in vision:
+            values.append(float(vision[attr]))
+            said.append(f"`{attr}` = {vision[attr]} from config.json's vision_config")
+        else:
+            values.append(default)
+            other = {"num_hidden_layers": "depth"}.get(attr)
+            has = f" (it has `{other}` = {vision[other]}, which this line does not read)" if other in vision else ""
+            said.append(f"config.json's vision_config has no `{attr}`{has}, so `getattr(vision_config, "
+                        f"\"{attr}\", {default:g})` ({path}:{line}) gives {default:g}")
+    layers, hidden = values
     ratio = layers * hidden ** 2 / (consts["baseline_vit_layers"] * consts["baseline_vit_hidden_size"] ** 2)
     dynamic = max(clamp[0], min(clamp[1], 1.0 - consts["sensitivity_scale"] * (ratio - 1.0)))
     factor = consts["base_mem_fraction_reduction_ratio"] * dynamic
+    other = [n for n in tree.body[0].body if isinstance(n, ast.If) and "vision_config" not in ast.unparse(n.test)] \
+        if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
+    branch = "".join(f"; sglang {case.ev.version or ''} reserves differently when `{ast.unparse(n.test)}` "
+                     f"({path}:{snippet.start + n.lineno - 1}), which this does not evaluate" for n in other)
     return factor, (f"{consts['base_mem_fraction_reduction_ratio']:g} x clamp(1 - {consts['sensitivity_scale']:g} x "
-                    f"({ratio:.3f} - 1), {clamp[0]:g}, {clamp[1]:g}) = {factor:.4f} for a vision tower of "
-                    f"{layers:g} layers x {hidden:g} hidden ({where})")
+                    f"({ratio:.3f} - 1), {clamp[0]:g}, {clamp[1]:g}) = {factor:.4f}: sglang reads a vision tower of "
+                    f"{layers:g} layers x {hidden:g} hidden ({'; '.join(said)}) ({where}){branch}")
 
 
 def _mem_vlm_fix(case: Case) -> Fix:
@@ -618,4 +652,4 @@ def _mem_vlm_fix(case: Case) -> Fix:
     if factor is None or not value:
         return [], [f"{only}; the value before sglang's adjustment is not computed: {how}"], avoid
     before = round(float(value) / factor, 3)
-    return [Change(option, before)], [f"{only}; {before} is {value} / {factor:.4f}, sglang's own factor: {how}"], avoid
+    return [Change(option, before)], [f"{only}; {before} is {value} / {factor:.4f}, sglang's own factor (above)"], avoid
