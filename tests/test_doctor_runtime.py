@@ -275,3 +275,58 @@ def test_the_deterministic_notice_names_its_own_cause(sglang_source, tmp_path):
     (f,) = diagnose(from_files(paste=str(log), tree=tree), only=[_rule("moe-default-kernel-config")]).findings
     assert "--enable-deterministic-inference" in f.evidence[0] and "tuning_fused_moe_triton" not in " ".join(f.fix)
     assert f.sites and f.sites[0].startswith("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:")
+
+
+# --------------------------------------------------------------------------- running requests capped, per release
+
+REAL = DATA / "real_server"
+
+
+def test_a_real_0511_cap_is_the_mamba_state_cap_not_the_kv_pool(sglang_source):
+    # A real 0.5.11 server (tests/data/real_server/SOURCES.md) asked for 128 and ran 85: the ready line's
+    # max_running_requests. 0.5.11 computes min(128 // dp_size, estimated) then, for a hybrid model,
+    # min(that, max_mamba_cache_size // ratio) (srt/model_executor/model_runner_kv_cache_mixin.py:698-717):
+    # 256 // 3 = 85. It prints no "is capped to" notice (that message is 0.5.17's).
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    assert not tree.grep("max_running_requests is capped to", fixed=True, max_matches=5)
+    ev = from_files(log=str(REAL / "qwen3_5-cpu-0.5.11-mrr128.log"), command=str(REAL / "qwen3_5-cpu-0.5.11-mrr128.cmd"),
+                    tree=tree)
+    (f,) = diagnose(ev, only=[_rule("running-requests-capped")]).findings
+    text = " ".join(f.evidence)
+    assert "capped by the mamba state cache" in f.evidence[0] and "KV cache pool" not in text + f.impact_reason
+    assert "max_mamba_cache_size // ratio = 256 // 3 = 85" in text
+    assert "srt/model_executor/model_runner_kv_cache_mixin.py:698-717" in text
+    assert f.sites == ["srt/model_executor/model_runner_kv_cache_mixin.py:713"]
+    assert any("--max-mamba-cache-size" in a for a in f.advice)
+
+
+def _ready(tmp_path, asked: int, ready: int, extra: str = ""):
+    """A launch and its ready line, written for the test in sglang's format (scheduler.py's logger.info)."""
+    log = tmp_path / "server.log"
+    log.write_text(f"[2026-05-01 10:00:01] max_total_num_tokens=16384, chunked_prefill_size=2048, max_prefill_tokens="
+                   f"16384, max_running_requests={ready}, context_len=4096, available_gpu_mem=10.00 GB\n")
+    cmd = tmp_path / "launch.cmd"
+    cmd.write_text(f"python -m sglang.launch_server --model-path m --max-running-requests {asked} {extra}\n")
+    return str(log), str(cmd)
+
+
+@pytest.mark.parametrize(("version", "explained"), [("0.5.11", True), ("0.5.17", False)])
+def test_the_cap_follows_each_releases_own_arithmetic(version, explained, sglang_source, tmp_path):
+    # 5000 asked, 2048 run, 16384 tokens of 4096 context: 0.5.11 bounds an ask by `estimated` =
+    # max(min(16384 / 4096 * 512, 4096), 2048) = 2048; 0.5.17 by token_capacity // 2 = 8192, which leaves 5000.
+    tree = SourceTree.at(LocalHost(), sglang_source(version))
+    log, cmd = _ready(tmp_path, 5000, 2048)
+    (f,) = diagnose(from_files(log=log, command=cmd, tree=tree), only=[_rule("running-requests-capped")]).findings
+    if explained:
+        assert "capped by this release's token-pool bound (2048" in f.evidence[0]
+        assert any("estimated = 2048" in e for e in f.evidence)
+    else:
+        assert "capped by a bound this release's arithmetic does not explain" in f.evidence[0]
+        assert any("2048 is not what this release's arithmetic gives (5000)" in e for e in f.evidence)
+
+
+def test_a_cap_split_across_dp_ranks_is_named(sglang_source, tmp_path):
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    log, cmd = _ready(tmp_path, 128, 64, "--tp-size 2 --dp-size 2 --enable-dp-attention")
+    (f,) = diagnose(from_files(log=log, command=cmd, tree=tree), only=[_rule("running-requests-capped")]).findings
+    assert "the ask split across 2 DP ranks" in f.evidence[0] and "nothing is lost" in f.advice[0]
