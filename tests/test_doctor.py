@@ -209,9 +209,24 @@ def test_sglang_own_speculative_choice_is_read_on_every_layout(sglang_source, ve
 
 def test_speculative_steps_below_sglang_own_choice(launches, tree, pkg):
     f = finding(run(launches, tree, "new"), "speculative-steps-low")
-    assert f.evidence[1] == ("sglang 0.5.11's own choice for this model (srt/server_args.py:7506) is 3 steps "
-                             "and 4 draft tokens")
-    assert f.fix == ["--speculative-num-steps 3", "--speculative-num-draft-tokens 4"]
+    # 7506 is the `else` of auto_choose_speculative_params: reached when none of its 4 conditions names the
+    # architecture, a generic fallback, not a choice for this model
+    assert f.evidence[1] == ("sglang 0.5.11's default when the launch sets no steps (auto_choose_speculative_params, "
+                             "srt/server_args.py:7506: the fallback it returns when none of its 4 conditions matches, "
+                             "not a value chosen for Qwen3_5ForConditionalGeneration) is 3 steps and 4 draft tokens")
+    assert "for this model" not in " ".join(f.evidence)
+    # the cost beside the gain: 0.5.11 reserves mamba_cache_per_req x max_running_requests x draft tokens
+    # (model_runner_kv_cache_mixin.py:85-88); per request 48 layers x ((5120 x 3) x 2 + (24 x 128 x 128) x 4) bytes
+    per_req = 48 * (5120 * 3 * 2 + 24 * 128 * 128 * 4)
+    assert per_req == 76_972_032
+    cost = f.evidence[2]
+    assert cost.startswith(f"cost: 2 -> 4 draft tokens raises sglang's intermediate-state reserve from "
+                           f"{per_req * 48 * 2 / 2**30:.2f} GiB to {per_req * 48 * 4 / 2**30:.2f} GiB per GPU (+6.88 GiB")
+    assert "srt/model_executor/model_runner_kv_cache_mixin.py:85" in cost and "48 running requests" in cost
+    assert "the cost beside it: 2 -> 4 draft tokens adds 6.88 GiB per GPU" in f.impact_reason
+    assert f.impact_reason.index("p 0.9: 38%") < f.impact_reason.index("the cost beside it")  # the gain, then the cost
+    assert f.fix[:2] == ["--speculative-num-steps 3", "--speculative-num-draft-tokens 4"]
+    assert "weigh the memory" in f.fix[2] and "--max-running-requests" in f.fix[2]
     # 7506 runs only when the launch sets no steps (`if self.speculative_num_steps is None`, 3523): this
     # launch sets 1, so it is not the cause of the value and is not cited as a source
     assert f.sites == [] and f.dropped == ["srt/server_args.py:7506: `self.speculative_num_steps is None` is false "

@@ -257,9 +257,20 @@ def _spec_target(case: Case) -> tuple[int, int, str] | None:
             return steps, draft, f"the baseline {base.label}"
     auto = case.spec_auto
     if auto is not None and isinstance(auto.value, tuple) and len(auto.value) == 3:
-        return int(auto.value[0]), int(auto.value[2]), f"sglang {case.ev.version}'s own choice for this model " \
-                                                        f"({auto.where})"
+        return int(auto.value[0]), int(auto.value[2]), _auto_words(case, auto)
     return None
+
+
+def _auto_words(case: Case, auto) -> str:
+    """What sglang's automatic choice is for this launch: a value for this architecture (a condition of the
+    function named it), or the fallback it returns when none of its conditions matched."""
+    guards = auto.site.guards if auto.site is not None else []
+    arch = ((case.ev.model_config or {}).get("architectures") or ["this model"])[0]
+    if guards and all(g.negated for g in guards):
+        return (f"sglang {case.ev.version}'s default when the launch sets no steps ({auto.function}, {auto.where}: "
+                f"the fallback it returns when none of its {len(guards)} conditions matches, not a value chosen for "
+                f"{arch})")
+    return f"sglang {case.ev.version}'s choice for {arch} when the launch sets no steps ({auto.where})"
 
 
 def _spec_low(case: Case) -> list[str] | None:
@@ -274,7 +285,22 @@ def _spec_low(case: Case) -> list[str] | None:
     accept, where = case.accept_length
     if accept:
         out.append(f"accept length {accept:.2f} with {steps} step(s) ({where})")
+    cost = _reserve(case, draft or steps + 1, target[1])
+    if cost is not None:
+        out.append(cost[1])
     return out
+
+
+def _reserve(case: Case, now: int, then: int):
+    """(ReserveCost, its sentence) for a hybrid model, else None (kit.doctor.spec_cost)."""
+    from .spec_cost import reserve_cost
+
+    if not case.hybrid_linear or then <= now:
+        return None
+    cost = reserve_cost(case, now, then)
+    profile = case.gpu_profile()
+    gib = profile.memory_mib / 1024 if profile is not None and getattr(profile, "memory_mib", None) else None
+    return cost, cost.sentence(now, then, gib), cost.short(now, then)
 
 
 def _spec_impact(case: Case) -> Impact:
@@ -295,18 +321,31 @@ def _spec_impact(case: Case) -> Impact:
 
     if not accept:
         examples = ", ".join(f"p {p:g}: {lost(p):.0%}" for p in (0.5, 0.7, 0.9))
-        return not_estimated(f"it depends on the per-draft acceptance, which nothing here measured ({examples} for "
+        return _with_cost(case, not_estimated(f"it depends on the per-draft acceptance, which nothing here measured ({examples} for "
                              f"{steps} -> {target[0]} steps, each draft step costing {cost:.1%} of a verify)",
                              "decode tok/s", "the Decode batch lines' `accept len` (the server's log after a few "
-                             "requests)", "a benchmark (sgl-kit bench, then --bench FILE)")
+                             "requests)", "a benchmark (sgl-kit bench, then --bench FILE)"))
     p = _solve_p(accept, steps)
-    return Impact(lost(p), "modelled",
+    return _with_cost(case, Impact(lost(p), "modelled",
                   f"a per-draft acceptance of {p:.2f} read from the accept length {accept:.2f}; {steps} -> "
                   f"{target[0]} steps gives {_tokens_per_round(p, steps):.2f} -> {_tokens_per_round(p, target[0]):.2f}"
                   f" tokens per round, each draft step costing {cost:.1%} of a verify ({cost_how}); assumes the "
                   "same acceptance for every draft position",
                   "decode tok/s", (f"accept length {accept:.2f} ({where})", f"draft/verify bytes {cost:.3f}"),
-                  bounded=False)
+                  bounded=False))
+
+
+def _with_cost(case: Case, impact: Impact) -> Impact:
+    """The gain's estimate with the memory the change costs beside it (hybrid models: kit.doctor.spec_cost)."""
+    from dataclasses import replace
+
+    target = _spec_target(case)
+    draft = int(case.value("speculative_num_draft_tokens") or int(case.value("speculative_num_steps") or 0) + 1)
+    found = _reserve(case, draft, target[1]) if target is not None else None
+    if found is None:
+        return impact
+    head, sep, tail = impact.reason.partition("; would tell: ")
+    return replace(impact, reason=f"{head}; {found[2]}{sep}{tail}")
 
 
 def _draft_cost(case: Case) -> tuple[float | None, str]:
@@ -325,7 +364,16 @@ def _spec_fix(case: Case) -> Fix:
     if case.value("speculative_eagle_topk") not in (None, 1):
         changes.append(Change(case.option("speculative_eagle_topk") or "--speculative-eagle-topk", 1))
     avoid = ["more draft tokens than steps + 1 with topk 1: the extra ones are never used"]
-    return changes, [], avoid
+    advice = []
+    draft = int(case.value("speculative_num_draft_tokens") or int(case.value("speculative_num_steps") or 0) + 1)
+    found = _reserve(case, draft, target[1])
+    if found is not None and found[0].delta is not None:
+        cost = found[0]
+        option = case.option("max_running_requests") or "--max-running-requests"
+        advice.append(f"weigh the memory: the intermediate-state reserve is running requests x draft tokens x "
+                      f"{cost.per_req:,} bytes per GPU ({cost.requests} x {target[1]} here); where the KV cache or "
+                      f"the mamba pool then runs full (kv-pool-full, requests queued), a lower {option} shrinks it")
+    return changes, advice, avoid
 
 
 rule(Rule(

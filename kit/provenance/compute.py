@@ -53,7 +53,7 @@ class Computed:
 
 
 def compute(tree, function: str | tuple[str, ...], *, params: dict | None = None, attributes: dict | None = None,
-            calls: dict | None = None, snapshot=None, model_config=None, environ=None,
+            calls: dict | None = None, snapshot=None, model_config=None, environ=None, probes=None,
             under: str = "srt") -> Computed | None:
     """Run ``function`` (the first of its names the tree defines) on the values given; None when the tree has no
     such function. ``params`` bind its parameters; ``attributes`` and ``calls`` replace attribute reads and method
@@ -70,7 +70,7 @@ def compute(tree, function: str | tuple[str, ...], *, params: dict | None = None
     for stmt in body:
         ast.fix_missing_locations(stmt)
     ev = Evaluator(cache.modules, _snapshot_values(snapshot) or {}, load_model_config(model_config),
-                   defaults=_Defaults(tree), environ=_environment(environ))
+                   defaults=_Defaults(tree), environ=_environment(environ), probes=probes)
     names = {**{f"__attr_{k}": v for k, v in attributes.items()}, **{f"__call_{k}": v for k, v in calls.items()}}
     names = {k: ev.args if v is SERVER_ARGS else v for k, v in names.items()}
     env = Env({k: const(v) for k, v in names.items()}, Scope(module, None, None, 0, True))
@@ -97,14 +97,20 @@ def compute(tree, function: str | tuple[str, ...], *, params: dict | None = None
         if thunk is None:
             continue
         got = thunk.force(ev)
-        if isinstance(got, int | float) and not isinstance(got, bool):
+        if _plain_number(got):
             variables[name] = got
+        elif isinstance(got, tuple | list) and got and all(_plain_number(x) for x in got):
+            variables[name] = tuple(got)
     result = Computed(node.name, where, variables=variables, lines=lines)
     if isinstance(value, int | float) and not isinstance(value, bool) and not has_unknown(value):
         result.value = value
     else:
         result.why = value.reason if isinstance(value, Unknown) else f"it returns {render(value)}"
     return result
+
+
+def _plain_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class _Rewrite(ast.NodeTransformer):
@@ -124,14 +130,18 @@ class _Rewrite(ast.NodeTransformer):
 
 
 def _find(tree, cache, names: tuple[str, ...], under: str):
+    """(module, def) of the first name the tree defines; ``Class.name`` finds the method of that class."""
     grep = getattr(tree, "grep", None)
-    for name in names:
-        name = name.split(".")[-1]
-        hits = grep(rf"^[[:space:]]*def {name}\(", max_matches=20) if callable(grep) else []
+    for qualname in names:
+        owner, _, name = qualname.rpartition(".")
+        hits = grep(rf"^[[:space:]]*def {name}\(", max_matches=200) if callable(grep) else []
         for path in dict.fromkeys(h.path for h in hits if not under or h.path.startswith(under)):
             module = cache.modules.get(path)
-            node = next((n for n in ast.walk(module.tree) if isinstance(n, ast.FunctionDef) and n.name == name),
-                        None) if module is not None else None
-            if node is not None:
-                return module, node
+            scopes = [module.tree] if module is not None and not owner else [
+                c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef) and c.name == owner] \
+                if module is not None else []
+            for scope in scopes:
+                node = next((n for n in ast.walk(scope) if isinstance(n, ast.FunctionDef) and n.name == name), None)
+                if node is not None:
+                    return module, node
     return None
