@@ -330,3 +330,25 @@ def test_a_cap_split_across_dp_ranks_is_named(sglang_source, tmp_path):
     log, cmd = _ready(tmp_path, 128, 64, "--tp-size 2 --dp-size 2 --enable-dp-attention")
     (f,) = diagnose(from_files(log=log, command=cmd, tree=tree), only=[_rule("running-requests-capped")]).findings
     assert "the ask split across 2 DP ranks" in f.evidence[0] and "nothing is lost" in f.advice[0]
+
+
+def test_014s_reduced_message_is_read_by_the_arithmetic_not_by_its_words(sglang_source, tmp_path):
+    # 0.5.14 warns "max_running_requests was reduced from the requested %d to %d (per dp worker) due to the
+    # available KV cache capacity." whenever the result is below the ask (model_runner_kv_cache_mixin.py:1011-1017),
+    # the mamba cap included. The lines are written for the test in sglang's format, the warning from the
+    # release's own format string; no launch command: the message gives the ask.
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.14"))
+    source = tree.read_text("srt/model_executor/model_runner_kv_cache_mixin.py")
+    text = ("max_running_requests was reduced from the requested %d to %d (per dp worker) due to the available KV "
+            "cache capacity.")
+    assert '"max_running_requests was reduced from the requested %d to %d "' in source
+    log = tmp_path / "server.log"
+    log.write_text("[2026-05-01 10:00:00] Mamba Cache is allocated. max_mamba_cache_size: 256, conv_state size: "
+                   "0.00GB, ssm_state size: 0.00GB \n"
+                   f"[2026-05-01 10:00:00] {text % (128, 85)}\n"
+                   "[2026-05-01 10:00:01] max_total_num_tokens=16384, chunked_prefill_size=2048, max_prefill_tokens="
+                   "16384, max_running_requests=85, context_len=4096, available_gpu_mem=10.00 GB\n")
+    (f,) = diagnose(from_files(paste=str(log), tree=tree), only=[_rule("running-requests-capped")]).findings
+    assert "capped by the mamba state cache" in f.evidence[0], f.evidence
+    assert "KV cache capacity" in f.evidence[1]  # sglang's words are quoted, and the arithmetic says otherwise
+    assert any("256 // 3 = 85" in e for e in f.evidence)

@@ -103,6 +103,7 @@ def _load_impact(case: Case, cap: int | None, what: str) -> Impact:
 # --------------------------------------------------------------------------- running requests capped
 
 _CAPPED = r"max_running_requests is capped to (\d+) by the ([a-z_ ]+?)(?: \(|\.|$)"
+_REDUCED = r"max_running_requests was reduced from the requested (\d+) to (\d+)"
 _REQS = ("_resolve_max_num_reqs", "resolve_max_num_reqs")  # 0.5.11-0.5.15 ModelRunner; 0.5.16+ KVCacheConfigurator
 # Context accessors of 0.5.17+ (get_schedule().max_running_requests ...): each answers from the server args.
 _ACCESSORS = ("get_schedule", "get_memory", "get_exec", "get_spec", "get_parallel", "get_model")
@@ -128,6 +129,15 @@ def _cap(case: Case) -> _Cap | None:
         return _Cap(int(m.group(1)), m.group(2).strip(), n.text, n, mamba="mamba" in m.group(2))
     asked = (case.ev.explicit or {}).get("max_running_requests")
     got = (case.ev.capacity or {}).get("max_running_requests")
+    reduced = _said(case, _REDUCED)
+    if reduced and not isinstance(asked, int):
+        # 0.5.14+: "was reduced from the requested N to M (per dp worker) due to the available KV cache capacity";
+        # 0.5.14-0.5.16 print it whichever bound held, the mamba cap included: the arithmetic tells which
+        m = re.search(_REDUCED, reduced[0].text)
+        dp = int(case.value("dp_size") or 1) if case.value("enable_dp_attention") is True else 1
+        found = _bounds(case, int(m.group(1)) * dp, int(m.group(2)))
+        found.how.insert(0, f"sglang says at {_at(reduced[0])}: {reduced[0].text[:200]}")
+        return found
     if isinstance(asked, int) and isinstance(got, int) and got < asked:
         return _bounds(case, asked, got)
     return None
@@ -207,6 +217,8 @@ def _capped(case: Case) -> list[str] | None:
         return None
     if found.notice is not None:
         out = [f"sglang says at {_at(found.notice)}: {found.text[:240]}"]
+    elif not isinstance((case.ev.explicit or {}).get("max_running_requests"), int):
+        out = [f"max_running_requests={found.cap} per DP worker: capped by {found.by}"]
     else:
         out = [f"the launch asks for max_running_requests {case.ev.explicit['max_running_requests']}; the ready line "
                f"says max_running_requests={found.cap} ({case.ev.sources.get('capacity', 'the log')}): capped by "

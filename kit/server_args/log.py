@@ -331,7 +331,7 @@ class LogNotice:
 # sglang's own words when it changes or caps a setting at startup, or runs out of room.
 _NOTICE = re.compile(
     r"Automatically (?:turn off|set|reduce|disable|adjust|enable)|Disabl(?:e|ing) |is disabled because|Falling back|"
-    r"Overlap scheduler is disabled|auto-disabl|is capped to|is (?:set|reduced|adjusted) to \d|"
+    r"Overlap scheduler is disabled|auto-disabl|is capped to|is (?:set|reduced|adjusted) to \d|was reduced from|"
     r"Using default MoE kernel config|Not enough memory|too small|exceeds? the|larger than|KV cache pool is full|"
     r"set to .* because|is not supported|will be (?:ignored|disabled)|deprecated", re.I)
 _RETRACT = re.compile(r"\bretract", re.I)
