@@ -224,10 +224,28 @@ def test_sglang_own_speculative_choice_is_read_on_every_layout(sglang_source, ve
 
 def test_speculative_steps_below_sglang_own_choice(launches, tree, pkg):
     f = finding(run(launches, tree, "new"), "speculative-steps-low")
-    assert f.evidence[1] == ("sglang 0.5.11's own choice for this model (srt/server_args.py:7506) is 3 steps "
-                             "and 4 draft tokens")
-    assert f.fix == ["--speculative-num-steps 3", "--speculative-num-draft-tokens 4"]
-    assert f.sites == ["srt/server_args.py:7506"]
+    # 7506 is the `else` of auto_choose_speculative_params: reached when none of its 4 conditions names the
+    # architecture, a generic fallback, not a choice for this model
+    assert f.evidence[1] == ("sglang 0.5.11's default when the launch sets no steps (auto_choose_speculative_params, "
+                             "srt/server_args.py:7506: the fallback it returns when none of its 4 conditions matches, "
+                             "not a value chosen for Qwen3_5ForConditionalGeneration) is 3 steps and 4 draft tokens")
+    assert "for this model" not in " ".join(f.evidence)
+    # the cost beside the gain: 0.5.11 reserves mamba_cache_per_req x max_running_requests x draft tokens
+    # (model_runner_kv_cache_mixin.py:85-88); per request 48 layers x ((5120 x 3) x 2 + (24 x 128 x 128) x 4) bytes
+    per_req = 48 * (5120 * 3 * 2 + 24 * 128 * 128 * 4)
+    assert per_req == 76_972_032
+    cost = f.evidence[2]
+    assert cost.startswith(f"cost: 2 -> 4 draft tokens raises sglang's intermediate-state reserve from "
+                           f"{per_req * 48 * 2 / 2**30:.2f} GiB to {per_req * 48 * 4 / 2**30:.2f} GiB per GPU (+6.88 GiB")
+    assert "srt/model_executor/model_runner_kv_cache_mixin.py:85" in cost and "48 running requests" in cost
+    assert "the cost beside it: 2 -> 4 draft tokens adds 6.88 GiB per GPU" in f.impact_reason
+    assert f.impact_reason.index("p 0.9: 38%") < f.impact_reason.index("the cost beside it")  # the gain, then the cost
+    assert f.fix[:2] == ["--speculative-num-steps 3", "--speculative-num-draft-tokens 4"]
+    assert "weigh the memory" in f.fix[2] and "--max-running-requests" in f.fix[2]
+    # 7506 runs only when the launch sets no steps (`if self.speculative_num_steps is None`, 3523): this
+    # launch sets 1, so it is not the cause of the value and is not cited as a source
+    assert f.sites == [] and f.dropped == ["srt/server_args.py:7506: `self.speculative_num_steps is None` is false "
+                                           "for this launch (ServerArgs._handle_speculative_decoding:3523)"]
     assert "speculative-steps-low" not in ids(run(launches, tree, "old"))
 
 
@@ -284,13 +302,34 @@ def test_max_running_requests_set_to_48_by_speculative_decoding(launches, tree, 
 def test_mem_fraction_lowered_for_a_vlm(launches, tree, pkg):
     f = finding(run(launches, tree, "auto-mem"), "mem-fraction-lowered-for-vlm")
     assert f.sites == ["srt/server_args.py:7171"] and "adjust_mem_fraction_for_vlm" in f.evidence[0]
-    # The value before sglang's adjustment, by 0.5.11's own formula: 0.95 x clamp(1 - 0.1 x (r - 1), 0.8, 1.05)
-    # for the vision tower of the config (27 layers x 1152 hidden: r = 27 x 1152^2 / (24 x 1024^2)).
-    r = 27 * 1152**2 / (24 * 1024**2)
+    # The value before sglang's adjustment, by 0.5.11's own formula: 0.95 x clamp(1 - 0.1 x (r - 1), 0.8, 1.05),
+    # r = layers x hidden^2 / (24 x 1024^2), with the layers read by `getattr(vision_config, "num_hidden_layers",
+    # 24)` (srt/server_args.py:7147): the Qwen3.6 vision config has `depth` (27), not num_hidden_layers, so
+    # sglang reads 24 layers (x 1152 hidden): r = 1152^2 / 1024^2.
+    r = 24 * 1152**2 / (24 * 1024**2)
     factor = 0.95 * max(0.8, min(1.05, 1 - 0.1 * (r - 1)))
     value = float(f.evidence[0].split("mem_fraction_static = ")[1].split(",")[0])
-    assert f.fix[0] == f"--mem-fraction-static {round(value / factor, 3)}" and "srt/server_args.py:7137" in f.fix[1]
+    assert f.fix[0] == f"--mem-fraction-static {round(value / factor, 3)}"
+    assert "reads a vision tower of 24 layers x 1152 hidden" in f.evidence[1] and "srt/server_args.py:7147" in f.evidence[1]
+    assert "`depth` = 27" in f.evidence[1] and "srt/server_args.py:7137" in f.evidence[1]
     assert "mem-fraction-lowered-for-vlm" not in ids(run(launches, tree, "old"))  # --mem-fraction-static 0.85
+
+
+def test_the_value_before_the_vlm_factor_is_what_sglang_itself_started_from(pkg, tmp_path):
+    # The dry-run (real ServerArgs.__post_init__ of 0.5.11, tests/data/dryrun/SOURCES.md) recorded each write of
+    # mem_fraction_static: 0.775 at _handle_gpu_memory_settings, then 0.716693359375 at
+    # adjust_mem_fraction_for_vlm. The kit, reading the formula, must get back to sglang's own 0.775.
+    saved = json.loads((Path(__file__).parent / "data" / "dryrun" / "incident-automem-0.5.11.json").read_text())
+    (before, after) = [w for w in saved["writes"] if w["field"] == "mem_fraction_static"]
+    assert (before["function"], after["function"]) == ("ServerArgs._handle_gpu_memory_settings",
+                                                       "ServerArgs.adjust_mem_fraction_for_vlm")
+    log, cmd = tmp_path / "server.log", tmp_path / "launch.cmd"
+    log.write_text(PREFIX + saved["server_args_line"] + "\n")
+    cmd.write_text("python -m sglang.launch_server " + shlex.join(saved["argv"]) + "\n")
+    d = diagnose(from_files(log=str(log), command=str(cmd), model_config=str(QWEN / "config.json"), package_dir=pkg))
+    f = finding(d, "mem-fraction-lowered-for-vlm")
+    assert f.fix[0] == f"--mem-fraction-static {before['after']}"  # 0.775, not 0.788 (27 layers)
+    assert f"{after['after']}" in f.evidence[0]
 
 
 def test_chunked_prefill_off_for_a_vlm_sglang_cannot_chunk(launches, tree, pkg, tmp_path):

@@ -10,6 +10,8 @@ import pytest
 
 import kit.doctor
 from kit.doctor import RULES, diagnose, from_files
+from kit.hosts import LocalHost
+from kit.source import SourceTree
 
 ROOT = Path(__file__).resolve().parent.parent / "data" / "incidents"
 EVIDENCE = {
@@ -240,3 +242,113 @@ def test_without_config_json_the_speculative_steps_check_is_an_open_question():
     d = diagnose(from_files(log=str(log), sglang="0.5.11", model_config=str(config)))
     assert "speculative-steps-low" in [f.id for f in d.findings]
     assert not [q for q in d.unanswered if "speculative decoding's steps" in q]
+
+
+# --------------------------------------------------------------------------- the MoE kernel's tuned-config lookup
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_a_down_projection_without_its_own_file_is_not_the_default_config(sglang_source):
+    # Real lines printed by sglang 0.5.11's own lookup (tests/data/logs/SOURCES.md): the up projection found a
+    # tuned file of another Triton release, the down projection none of its own. get_moe_configs prints
+    # "Using MoE kernel config with down_moe=False" when `down_moe` is true and returns None
+    # (fused_moe_triton_config.py:119-126); the down GEMM then runs with the up projection's config
+    # (`down_config or config`, fused_moe.py:628), not get_default_config.
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    source = tree.read_text("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py").splitlines()
+    assert source[118].strip() == "if down_moe:" and "down_moe=False" in source[121]
+    assert "down_config or config" in tree.read_text("srt/layers/moe/moe_runner/triton_utils/fused_moe.py")
+    ev = from_files(paste=str(DATA / "logs" / "moe-down-config-0.5.11.log"), tree=tree)
+    assert any("down_moe=False" in n.text for n in ev.messages)  # the line is read: the rule decides
+    assert diagnose(ev, only=[_rule("moe-default-kernel-config")]).findings == []
+
+
+def test_the_deterministic_notice_names_its_own_cause(sglang_source, tmp_path):
+    # The notice text is sglang 0.5.11's own literal (fused_moe_triton_config.py:56-58), in a log line written
+    # for the test in sglang's default format.
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    text = "Deterministic inference is enabled, using default MoE kernel config."
+    assert text in tree.read_text("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py")
+    log = tmp_path / "server.log"
+    log.write_text(f"[2026-05-01 10:00:00] {text}\n")
+    (f,) = diagnose(from_files(paste=str(log), tree=tree), only=[_rule("moe-default-kernel-config")]).findings
+    assert "--enable-deterministic-inference" in f.evidence[0] and "tuning_fused_moe_triton" not in " ".join(f.fix)
+    assert f.sites and f.sites[0].startswith("srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:")
+
+
+# --------------------------------------------------------------------------- running requests capped, per release
+
+REAL = DATA / "real_server"
+
+
+def test_a_real_0511_cap_is_the_mamba_state_cap_not_the_kv_pool(sglang_source):
+    # A real 0.5.11 server (tests/data/real_server/SOURCES.md) asked for 128 and ran 85: the ready line's
+    # max_running_requests. 0.5.11 computes min(128 // dp_size, estimated) then, for a hybrid model,
+    # min(that, max_mamba_cache_size // ratio) (srt/model_executor/model_runner_kv_cache_mixin.py:698-717):
+    # 256 // 3 = 85. It prints no "is capped to" notice (that message is 0.5.17's).
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    assert not tree.grep("max_running_requests is capped to", fixed=True, max_matches=5)
+    ev = from_files(log=str(REAL / "qwen3_5-cpu-0.5.11-mrr128.log"), command=str(REAL / "qwen3_5-cpu-0.5.11-mrr128.cmd"),
+                    tree=tree)
+    (f,) = diagnose(ev, only=[_rule("running-requests-capped")]).findings
+    text = " ".join(f.evidence)
+    assert "capped by the mamba state cache" in f.evidence[0] and "KV cache pool" not in text + f.impact_reason
+    assert "max_mamba_cache_size // ratio = 256 // 3 = 85" in text
+    assert "srt/model_executor/model_runner_kv_cache_mixin.py:698-717" in text
+    assert f.sites == ["srt/model_executor/model_runner_kv_cache_mixin.py:713"]
+    assert any("--max-mamba-cache-size" in a for a in f.advice)
+
+
+def _ready(tmp_path, asked: int, ready: int, extra: str = ""):
+    """A launch and its ready line, written for the test in sglang's format (scheduler.py's logger.info)."""
+    log = tmp_path / "server.log"
+    log.write_text(f"[2026-05-01 10:00:01] max_total_num_tokens=16384, chunked_prefill_size=2048, max_prefill_tokens="
+                   f"16384, max_running_requests={ready}, context_len=4096, available_gpu_mem=10.00 GB\n")
+    cmd = tmp_path / "launch.cmd"
+    cmd.write_text(f"python -m sglang.launch_server --model-path m --max-running-requests {asked} {extra}\n")
+    return str(log), str(cmd)
+
+
+@pytest.mark.parametrize(("version", "explained"), [("0.5.11", True), ("0.5.17", False)])
+def test_the_cap_follows_each_releases_own_arithmetic(version, explained, sglang_source, tmp_path):
+    # 5000 asked, 2048 run, 16384 tokens of 4096 context: 0.5.11 bounds an ask by `estimated` =
+    # max(min(16384 / 4096 * 512, 4096), 2048) = 2048; 0.5.17 by token_capacity // 2 = 8192, which leaves 5000.
+    tree = SourceTree.at(LocalHost(), sglang_source(version))
+    log, cmd = _ready(tmp_path, 5000, 2048)
+    (f,) = diagnose(from_files(log=log, command=cmd, tree=tree), only=[_rule("running-requests-capped")]).findings
+    if explained:
+        assert "capped by this release's token-pool bound (2048" in f.evidence[0]
+        assert any("estimated = 2048" in e for e in f.evidence)
+    else:
+        assert "capped by a bound this release's arithmetic does not explain" in f.evidence[0]
+        assert any("2048 is not what this release's arithmetic gives (5000)" in e for e in f.evidence)
+
+
+def test_a_cap_split_across_dp_ranks_is_named(sglang_source, tmp_path):
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.11"))
+    log, cmd = _ready(tmp_path, 128, 64, "--tp-size 2 --dp-size 2 --enable-dp-attention")
+    (f,) = diagnose(from_files(log=log, command=cmd, tree=tree), only=[_rule("running-requests-capped")]).findings
+    assert "the ask split across 2 DP ranks" in f.evidence[0] and "nothing is lost" in f.advice[0]
+
+
+def test_014s_reduced_message_is_read_by_the_arithmetic_not_by_its_words(sglang_source, tmp_path):
+    # 0.5.14 warns "max_running_requests was reduced from the requested %d to %d (per dp worker) due to the
+    # available KV cache capacity." whenever the result is below the ask (model_runner_kv_cache_mixin.py:1011-1017),
+    # the mamba cap included. The lines are written for the test in sglang's format, the warning from the
+    # release's own format string; no launch command: the message gives the ask.
+    tree = SourceTree.at(LocalHost(), sglang_source("0.5.14"))
+    source = tree.read_text("srt/model_executor/model_runner_kv_cache_mixin.py")
+    text = ("max_running_requests was reduced from the requested %d to %d (per dp worker) due to the available KV "
+            "cache capacity.")
+    assert '"max_running_requests was reduced from the requested %d to %d "' in source
+    log = tmp_path / "server.log"
+    log.write_text("[2026-05-01 10:00:00] Mamba Cache is allocated. max_mamba_cache_size: 256, conv_state size: "
+                   "0.00GB, ssm_state size: 0.00GB \n"
+                   f"[2026-05-01 10:00:00] {text % (128, 85)}\n"
+                   "[2026-05-01 10:00:01] max_total_num_tokens=16384, chunked_prefill_size=2048, max_prefill_tokens="
+                   "16384, max_running_requests=85, context_len=4096, available_gpu_mem=10.00 GB\n")
+    (f,) = diagnose(from_files(paste=str(log), tree=tree), only=[_rule("running-requests-capped")]).findings
+    assert "capped by the mamba state cache" in f.evidence[0], f.evidence
+    assert "KV cache capacity" in f.evidence[1]  # sglang's words are quoted, and the arithmetic says otherwise
+    assert any("256 // 3 = 85" in e for e in f.evidence)

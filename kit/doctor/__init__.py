@@ -94,6 +94,7 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
         if evidence.version is not None and not version_in(evidence.version, r.versions):
             skipped.append((r.id, f"written for sglang {r.versions}; this server runs {evidence.version}"))
             continue
+        case.refused = []
         try:
             lines = r.when(case)
             checked.append(r.id)
@@ -101,16 +102,17 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
                 continue
             estimate = r.impact(case)
             changes, advice, avoid = r.fix(case)
-            sites = r.sites(case)
             covers = r.covers(case)
             checks = r.checks(case)
+            sites, _ = _cited(case, r.sites(case), covers)
+            dropped = list(dict.fromkeys(case.refused))
         except KitError as err:
             problems.append(f"rule {r.id} could not finish: {err.message}")
             continue
         if r.gpu_only and case.no_gpu:
             estimate, changes, advice, avoid = _does_not_apply(case, estimate)
         findings.append(Finding(r.id, r.title, estimate, lines, sites, changes, advice, avoid, r.versions,
-                                r.affects, checks if not (r.gpu_only and case.no_gpu) else []))
+                                r.affects, dropped, checks if not (r.gpu_only and case.no_gpu) else []))
         case.covered |= _fields_of(case, changes) | set(covers)
         case.found.append(r.id)
     _within_the_room(case, findings)
@@ -121,6 +123,19 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)
     return diagnosis
+
+
+def _cited(case: Case, sites: list[str], fields) -> tuple[list[str], list[str]]:
+    """The sites a finding may cite as the cause, and those dropped with why (kit.doctor.case.Case.cited):
+    a line none of whose paths runs for this launch, or one that writes another value, is not the cause."""
+    kept, dropped = [], []
+    for where in dict.fromkeys(sites):
+        ok, why = case.cited(where, tuple(sorted(fields)))
+        if ok:
+            kept.append(where)
+        else:
+            dropped.append(f"{where}: {why}")
+    return kept, dropped
 
 
 def _does_not_apply(case: Case, estimate: Impact):

@@ -27,6 +27,8 @@ class Case:
         self.roofline = None  # kit.doctor.Roofline, set before the rules run
         self.found: list[str] = []  # ids of the rules that fired so far
         self.covered: set[str] = set()  # fields their findings speak of
+        self.refused: list[str] = []  # "path:line: why" for each site :meth:`cited` refused (the engine reads
+        # and clears it around each rule, so a finding lists the sites its rule looked at and left out)
 
     # ---- values
 
@@ -153,8 +155,68 @@ class Case:
         return exp.fired if exp is not None else []
 
     def resolved_by(self, name: str) -> list:
-        """Fired writes in sglang's argument resolution (server_args, arg_groups), not runtime copies."""
-        return [s for s in self.fired(name) if "server_args" in s.file or "arg_groups" in s.file]
+        """Fired writes in sglang's argument resolution (server_args, arg_groups), not runtime copies,
+        that can have set this launch's value (:meth:`cited`: reached from a caller whose guards hold
+        or are undecided, and a literal value equal to the one the evidence shows)."""
+        return [s for s in self.fired(name) if ("server_args" in s.file or "arg_groups" in s.file)
+                and self.cited(s.where, (name,))[0]]
+
+    # ---- which cited sites can be the cause
+
+    @cached_property
+    def reacher(self):
+        """kit.provenance.Reacher for this launch (None without a source)."""
+        if self.ev.tree is None:
+            return None
+        from kit.provenance import Reacher
+
+        try:
+            return Reacher(self.ev.tree, self.ev.args, self.ev.model_config, command=self.ev.explicit,
+                           environ=self.ev.environ, probes=self.probes)
+        except KitError:
+            return None
+
+    def _explained_site(self, where: str, fields) -> tuple[str, Any] | None:
+        """(field, AssignmentSite) of an explained write at ``where``, from the fields asked about first."""
+        short = _short(where)
+        names = [f for f in fields if f] + [n for n in self._explained if n not in fields]
+        for name in names:
+            exp = self.explain(name) if name in fields else self._explained.get(name)
+            for site in exp.sites if exp is not None else []:
+                if _short(site.where) == short:
+                    return name, site
+        return None
+
+    def cited(self, where: str, fields=()) -> tuple[bool, str]:
+        """Whether a finding may cite ``where`` (``file:line``) as the cause of the ``fields`` it speaks
+        of: False, with why, when every path to that line has a guard that is false for this launch
+        (its own, or a caller's in any module), or when it writes a literal other than the value the
+        evidence shows. Undecided guards keep it."""
+        fields = tuple(f for f in fields if f)
+        found = self._explained_site(where, fields)
+        whys = []
+        if found is not None:
+            name, site = found
+            literal = _literal(site.value_text)
+            value = self.value(name, _MISSING) if "." not in name else _MISSING
+            if literal is not _MISSING and value is not _MISSING and not self.unknown(name) \
+                    and not _same_value(literal, value):
+                whys.append(f"it writes {name} = {site.value_text}, and this launch has {value!r}")
+        reach = None
+        if self.reacher is not None:
+            if found is not None:
+                reach = self.reacher.reach(_short(where), site=found[1], shadowed={found[0].split(".")[0]})
+            else:
+                reach = self.reacher.reach(_short(where), shadowed={f.split(".")[0] for f in fields})
+            if reach.status == "not fired":
+                whys.insert(0, reach.why_not())
+        if whys:
+            return self._refuse(where, "; and ".join(whys))
+        return True, reach.status if reach is not None else "unknown"
+
+    def _refuse(self, where: str, why: str) -> tuple[bool, str]:
+        self.refused.append(f"{_short(where)}: {why}")
+        return False, why
 
     def auto_changed(self, name: str) -> bool | None:
         """SGLang set the field on its own: not asked, and a site fired (None: cannot tell)."""
@@ -257,3 +319,20 @@ class Case:
 
 def _short(where: str) -> str:
     return where.removeprefix("sglang/")
+
+
+def _literal(text: str):
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _MISSING
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return abs(a - b) < 1e-9
+    return a == b or str(a) == str(b)

@@ -2,7 +2,8 @@
 
 The JSON form (``Diagnosis.to_dict``) is an interface, documented in docs/guide.md (the doctor):
 ``findings`` (each: ``id``, ``title``, ``affects``, ``impact``, ``impact_basis``, ``impact_metric``,
-``impact_inputs``, ``impact_reason``, ``evidence``, ``sites``, ``fix``, ``avoid``, ``versions``, ``checks``),
+``impact_inputs``, ``impact_reason``, ``evidence``, ``sites``, ``sites_dropped``, ``fix``, ``avoid``,
+``versions``, ``checks``),
 ``hardware``, ``roofline`` (``ceiling_tok_s``, ``assumptions``, ...), ``problems``, ``skipped``,
 ``sources``, ``fixed_command``, ``open_questions``, ``ordering`` (how the findings are ordered, a
 sentence: by size only when something was estimated).
@@ -20,6 +21,9 @@ diagnosis adds ``open_questions`` (what else to check, and which evidence would 
 the evidence that would answer it); ``fixed_command_check`` (``status``: checked, refused, may be
 refused, unchecked; ``detail``) says whether the launch with every fix passes that version's parser
 and startup checks (the dry-run where its environment exists); a refused one is null in ``fixed_command``.
+A finding's ``sites`` are only lines that can have caused it for this launch; ``sites_dropped`` lists
+("path:line: why") those its rule named that cannot: a guard false for this launch on every path to the
+line (its callers' in any module included), or a literal written that is not the value the evidence shows.
 """
 
 from __future__ import annotations
@@ -128,6 +132,8 @@ class Finding:
     avoid: list[str] = field(default_factory=list)
     versions: str = ""
     affects: tuple[str, ...] = ()
+    dropped: list[str] = field(default_factory=list)  # "path:line: why": sites the rule named that cannot be
+    # the cause for this launch (a guard false for it, or another value written), not cited
     checks: list[tuple[Change, str]] = field(default_factory=list)  # predicted to buy nothing: (change, why)
 
     @property
@@ -149,8 +155,8 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "affects": list(self.affects), **self.estimate.to_dict(),
-                "evidence": list(self.evidence), "sites": list(self.sites), "fix": self.fix,
-                "avoid": list(self.avoid), "versions": self.versions,
+                "evidence": list(self.evidence), "sites": list(self.sites), "sites_dropped": list(self.dropped),
+                "fix": self.fix, "avoid": list(self.avoid), "versions": self.versions,
                 "checks": [{"change": str(c), "predicted": "no change", "why": why} for c, why in self.checks]}
 
 
@@ -253,6 +259,8 @@ class Diagnosis:
                 out.append(_wrap(f"- {line}", width, "   ", "     "))
             if f.sites:
                 out.append(_wrap("source: " + ", ".join(f.sites), width, "   ", "     "))
+            for line in f.dropped:
+                out.append(_wrap(f"not the cause here: {line}", width, "   ", "     "))
             for line in f.fix:
                 out.append(_wrap(f"fix: {line}", width, "   ", "     "))
             for line in f.avoid:

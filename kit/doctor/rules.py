@@ -358,9 +358,20 @@ def _spec_target(case: Case) -> tuple[int, int, str] | None:
             return steps, draft, f"the baseline {base.label}"
     auto = case.spec_auto
     if auto is not None and isinstance(auto.value, tuple) and len(auto.value) == 3:
-        return int(auto.value[0]), int(auto.value[2]), f"sglang {case.ev.version}'s own choice for this model " \
-                                                        f"({auto.where})"
+        return int(auto.value[0]), int(auto.value[2]), _auto_words(case, auto)
     return None
+
+
+def _auto_words(case: Case, auto) -> str:
+    """What sglang's automatic choice is for this launch: a value for this architecture (a condition of the
+    function named it), or the fallback it returns when none of its conditions matched."""
+    guards = auto.site.guards if auto.site is not None else []
+    arch = ((case.ev.model_config or {}).get("architectures") or ["this model"])[0]
+    if guards and all(g.negated for g in guards):
+        return (f"sglang {case.ev.version}'s default when the launch sets no steps ({auto.function}, {auto.where}: "
+                f"the fallback it returns when none of its {len(guards)} conditions matches, not a value chosen for "
+                f"{arch})")
+    return f"sglang {case.ev.version}'s choice for {arch} when the launch sets no steps ({auto.where})"
 
 
 def _spec_low(case: Case) -> list[str] | None:
@@ -375,7 +386,22 @@ def _spec_low(case: Case) -> list[str] | None:
     accept, where = case.accept_length
     if accept:
         out.append(f"accept length {accept:.2f} with {steps} step(s) ({where})")
+    cost = _reserve(case, draft or steps + 1, target[1])
+    if cost is not None:
+        out.append(cost[1])
     return out
+
+
+def _reserve(case: Case, now: int, then: int):
+    """(ReserveCost, its sentence) for a hybrid model, else None (kit.doctor.spec_cost)."""
+    from .spec_cost import reserve_cost
+
+    if not case.hybrid_linear or then <= now:
+        return None
+    cost = reserve_cost(case, now, then)
+    profile = case.gpu_profile()
+    gib = profile.memory_mib / 1024 if profile is not None and getattr(profile, "memory_mib", None) else None
+    return cost, cost.sentence(now, then, gib), cost.short(now, then)
 
 
 def _spec_impact(case: Case) -> Impact:
@@ -396,18 +422,31 @@ def _spec_impact(case: Case) -> Impact:
 
     if not accept:
         examples = ", ".join(f"p {p:g}: {lost(p):.0%}" for p in (0.5, 0.7, 0.9))
-        return not_estimated(f"it depends on the per-draft acceptance, which nothing here measured ({examples} for "
+        return _with_cost(case, not_estimated(f"it depends on the per-draft acceptance, which nothing here measured ({examples} for "
                              f"{steps} -> {target[0]} steps, each draft step costing {cost:.1%} of a verify)",
                              "decode tok/s", "the Decode batch lines' `accept len` (the server's log after a few "
-                             "requests)", "a benchmark (sgl-kit bench, then --bench FILE)")
+                             "requests)", "a benchmark (sgl-kit bench, then --bench FILE)"))
     p = _solve_p(accept, steps)
-    return Impact(lost(p), "modelled",
+    return _with_cost(case, Impact(lost(p), "modelled",
                   f"a per-draft acceptance of {p:.2f} read from the accept length {accept:.2f}; {steps} -> "
                   f"{target[0]} steps gives {_tokens_per_round(p, steps):.2f} -> {_tokens_per_round(p, target[0]):.2f}"
                   f" tokens per round, each draft step costing {cost:.1%} of a verify ({cost_how}); assumes the "
                   "same acceptance for every draft position",
                   "decode tok/s", (f"accept length {accept:.2f} ({where})", f"draft/verify bytes {cost:.3f}"),
-                  bounded=False)
+                  bounded=False))
+
+
+def _with_cost(case: Case, impact: Impact) -> Impact:
+    """The gain's estimate with the memory the change costs beside it (hybrid models: kit.doctor.spec_cost)."""
+    from dataclasses import replace
+
+    target = _spec_target(case)
+    draft = int(case.value("speculative_num_draft_tokens") or int(case.value("speculative_num_steps") or 0) + 1)
+    found = _reserve(case, draft, target[1]) if target is not None else None
+    if found is None:
+        return impact
+    head, sep, tail = impact.reason.partition("; would tell: ")
+    return replace(impact, reason=f"{head}; {found[2]}{sep}{tail}")
 
 
 def _draft_cost(case: Case) -> tuple[float | None, str]:
@@ -426,7 +465,16 @@ def _spec_fix(case: Case) -> Fix:
     if case.value("speculative_eagle_topk") not in (None, 1):
         changes.append(Change(case.option("speculative_eagle_topk") or "--speculative-eagle-topk", 1))
     avoid = ["more draft tokens than steps + 1 with topk 1: the extra ones are never used"]
-    return changes, [], avoid
+    advice = []
+    draft = int(case.value("speculative_num_draft_tokens") or int(case.value("speculative_num_steps") or 0) + 1)
+    found = _reserve(case, draft, target[1])
+    if found is not None and found[0].delta is not None:
+        cost = found[0]
+        option = case.option("max_running_requests") or "--max-running-requests"
+        advice.append(f"weigh the memory: the intermediate-state reserve is running requests x draft tokens x "
+                      f"{cost.per_req:,} bytes per GPU ({cost.requests} x {target[1]} here); where the KV cache or "
+                      f"the mamba pool then runs full (kv-pool-full, requests queued), a lower {option} shrinks it")
+    return changes, advice, avoid
 
 
 rule(Rule(
@@ -542,8 +590,13 @@ def _max_running_48(case: Case) -> list[str] | None:
     sites = _resolution_sites(case, "max_running_requests")
     if case.ev.tree is not None and not sites:
         return None
-    return ["max_running_requests = 48, not asked for: speculative decoding sets it"
-            + (f" ({_where(sites[:1])[0]})" if sites else "")]
+    where = ""
+    if len(sites) == 1:
+        where = f" ({_where(sites)[0]})"
+    elif sites:
+        where = (f" (one of {', '.join(_where(sites))}: the kit could not decide from the evidence which of "
+                 "them ran)")
+    return ["max_running_requests = 48, not asked for: speculative decoding sets it" + where]
 
 
 rule(Rule(
@@ -569,8 +622,12 @@ def _mem_vlm(case: Case) -> list[str] | None:
     sites = _vlm_site(case, "mem_fraction_static")
     if not sites or case.asked("mem_fraction_static"):
         return None
-    return [f"mem_fraction_static = {case.value('mem_fraction_static')}, lowered for a vision-language model at "
-            f"{_where(sites[:1])[0]} ({sites[0].function})"]
+    out = [f"mem_fraction_static = {case.value('mem_fraction_static')}, lowered for a vision-language model at "
+           f"{_where(sites[:1])[0]} ({sites[0].function})"]
+    factor, how = _vlm_factor(case)
+    if factor is not None:
+        out.append(f"sglang's own factor is {factor:.4f}: {how}")
+    return out
 
 
 rule(Rule(
@@ -664,45 +721,75 @@ def _queue_impact(case: Case, cap: int) -> Impact:
 
 def _vlm_factor(case: Case) -> tuple[float | None, str]:
     """The factor sglang multiplied mem_fraction_static by, computed by this version's own formula
-    (``ServerArgs.adjust_mem_fraction_for_vlm``, read from its source) and the model's vision_config."""
+    (``adjust_mem_fraction_for_vlm``, read from its source) and the model's vision_config, with the
+    attributes that formula reads: ``getattr(vision_config, "num_hidden_layers", 24)`` finds no
+    ``num_hidden_layers`` in a Qwen3.5/3.6 vision config (it has ``depth``), so sglang uses its default, 24."""
     import ast
     import textwrap
 
     if case.ev.tree is None:
         return None, "no sglang source to read the formula from"
-    try:
-        snippet = case.ev.tree.function("ServerArgs.adjust_mem_fraction_for_vlm")
-    except KitError as err:
-        return None, f"ServerArgs.adjust_mem_fraction_for_vlm not read: {err.message}"
-    where = f"{snippet.path.removeprefix('sglang/')}:{snippet.start}-{snippet.end}"
+    snippet = None
+    for name in ("ServerArgs.adjust_mem_fraction_for_vlm", "adjust_mem_fraction_for_vlm"):
+        try:
+            snippet = case.ev.tree.function(name)
+            break
+        except KitError as err:
+            why = err.message
+    if snippet is None:
+        return None, f"adjust_mem_fraction_for_vlm not read: {why}"
+    path = snippet.path.removeprefix("sglang/")
+    where = f"{path}:{snippet.start}-{snippet.end}"
     tree = ast.parse(textwrap.dedent(snippet.text))
-    consts, defaults, clamp = {}, {}, None
+    consts, reads, clamp, score = {}, {}, None, None
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = node.value
+            target, value = node.targets[0].id, node.value
             if isinstance(value, ast.Constant) and isinstance(value.value, int | float):
-                consts[node.targets[0].id] = float(value.value)
+                consts[target] = float(value.value)
             elif isinstance(value, ast.Call) and getattr(value.func, "id", "") == "getattr" and len(value.args) == 3 \
                     and isinstance(value.args[1], ast.Constant) and isinstance(value.args[2], ast.Constant) \
                     and isinstance(value.args[2].value, int | float):
-                defaults[value.args[1].value] = float(value.args[2].value)
+                # the variable, the attribute sglang reads, its default, and the line (in the file)
+                reads[target] = (value.args[1].value, float(value.args[2].value), snippet.start + node.lineno - 1)
             elif isinstance(value, ast.Call) and getattr(value.func, "id", "") == "max" and len(value.args) == 2:
                 low, inner = value.args
                 if isinstance(low, ast.Constant) and isinstance(inner, ast.Call) and \
                         getattr(inner.func, "id", "") == "min" and isinstance(inner.args[0], ast.Constant):
                     clamp = (float(low.value), float(inner.args[0].value))
+            elif isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult) and isinstance(value.left, ast.Name) \
+                    and isinstance(value.right, ast.BinOp) and isinstance(value.right.op, ast.Pow) \
+                    and isinstance(value.right.left, ast.Name) and value.left.id in reads \
+                    and value.right.left.id in reads:
+                score = (value.left.id, value.right.left.id)  # layers x hidden ** 2
     need = ("base_mem_fraction_reduction_ratio", "baseline_vit_layers", "baseline_vit_hidden_size", "sensitivity_scale")
-    if any(n not in consts for n in need) or clamp is None:
+    if any(n not in consts for n in need) or clamp is None or score is None:
         return None, f"the formula at {where} is not the one this rule knows (constants {sorted(consts)})"
     vision = (case.ev.model_config or {}).get("vision_config") or {}
-    layers = float(vision.get("num_hidden_layers") or vision.get("depth") or defaults.get("num_hidden_layers", 24))
-    hidden = float(vision.get("hidden_size") or defaults.get("hidden_size", 1024))
+    said = []
+    values = []
+    for var in score:
+        attr, default, line = reads[var]
+        if attr in vision:
+            values.append(float(vision[attr]))
+            said.append(f"`{attr}` = {vision[attr]} from config.json's vision_config")
+        else:
+            values.append(default)
+            other = {"num_hidden_layers": "depth"}.get(attr)
+            has = f" (it has `{other}` = {vision[other]}, which this line does not read)" if other in vision else ""
+            said.append(f"config.json's vision_config has no `{attr}`{has}, so `getattr(vision_config, "
+                        f"\"{attr}\", {default:g})` ({path}:{line}) gives {default:g}")
+    layers, hidden = values
     ratio = layers * hidden ** 2 / (consts["baseline_vit_layers"] * consts["baseline_vit_hidden_size"] ** 2)
     dynamic = max(clamp[0], min(clamp[1], 1.0 - consts["sensitivity_scale"] * (ratio - 1.0)))
     factor = consts["base_mem_fraction_reduction_ratio"] * dynamic
+    other = [n for n in tree.body[0].body if isinstance(n, ast.If) and "vision_config" not in ast.unparse(n.test)] \
+        if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
+    branch = "".join(f"; sglang {case.ev.version or ''} reserves differently when `{ast.unparse(n.test)}` "
+                     f"({path}:{snippet.start + n.lineno - 1}), which this does not evaluate" for n in other)
     return factor, (f"{consts['base_mem_fraction_reduction_ratio']:g} x clamp(1 - {consts['sensitivity_scale']:g} x "
-                    f"({ratio:.3f} - 1), {clamp[0]:g}, {clamp[1]:g}) = {factor:.4f} for a vision tower of "
-                    f"{layers:g} layers x {hidden:g} hidden ({where})")
+                    f"({ratio:.3f} - 1), {clamp[0]:g}, {clamp[1]:g}) = {factor:.4f}: sglang reads a vision tower of "
+                    f"{layers:g} layers x {hidden:g} hidden ({'; '.join(said)}) ({where}){branch}")
 
 
 def _mem_vlm_fix(case: Case) -> Fix:
@@ -714,4 +801,4 @@ def _mem_vlm_fix(case: Case) -> Fix:
     if factor is None or not value:
         return [], [f"{only}; the value before sglang's adjustment is not computed: {how}"], avoid
     before = round(float(value) / factor, 3)
-    return [Change(option, before)], [f"{only}; {before} is {value} / {factor:.4f}, sglang's own factor: {how}"], avoid
+    return [Change(option, before)], [f"{only}; {before} is {value} / {factor:.4f}, sglang's own factor (above)"], avoid

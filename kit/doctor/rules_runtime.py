@@ -11,6 +11,7 @@ would answer each (the doctor lists them instead of "no rule found" when they we
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from kit.errors import KitError
 
@@ -102,33 +103,129 @@ def _load_impact(case: Case, cap: int | None, what: str) -> Impact:
 # --------------------------------------------------------------------------- running requests capped
 
 _CAPPED = r"max_running_requests is capped to (\d+) by the ([a-z_ ]+?)(?: \(|\.|$)"
+_REDUCED = r"max_running_requests was reduced from the requested (\d+) to (\d+)"
+_REQS = ("_resolve_max_num_reqs", "resolve_max_num_reqs")  # 0.5.11-0.5.15 ModelRunner; 0.5.16+ KVCacheConfigurator
+# Context accessors of 0.5.17+ (get_schedule().max_running_requests ...): each answers from the server args.
+_ACCESSORS = ("get_schedule", "get_memory", "get_exec", "get_spec", "get_parallel", "get_model")
 
 
-def _cap(case: Case) -> tuple[int, str, str, object] | None:
-    """(cap, by what, sglang's words, the notice) from the log, or from the ready line against the ask."""
+@dataclass
+class _Cap:
+    cap: int
+    by: str  # what capped it, in a few words
+    text: str = ""  # sglang's own words, when it said so
+    notice: object = None
+    how: list[str] = field(default_factory=list)  # this release's arithmetic, with its inputs
+    mamba: bool = False  # the mamba/state cap holds
+    sites: list[str] = field(default_factory=list)  # the lines of this release that computed it
+
+
+def _cap(case: Case) -> _Cap | None:
+    """The cap, and what set it: sglang's notice when it printed one (0.5.17+: "is capped to N by the mamba state
+    cache"), else the ready line's max_running_requests below the ask, explained by this release's own
+    computation of it (:func:`_bounds`)."""
     for n in _said(case, _CAPPED):
         m = re.search(_CAPPED, n.text, re.I)
-        return int(m.group(1)), m.group(2).strip(), n.text, n
+        return _Cap(int(m.group(1)), m.group(2).strip(), n.text, n, mamba="mamba" in m.group(2))
     asked = (case.ev.explicit or {}).get("max_running_requests")
     got = (case.ev.capacity or {}).get("max_running_requests")
+    reduced = _said(case, _REDUCED)
+    if reduced and not isinstance(asked, int):
+        # 0.5.14+: "was reduced from the requested N to M (per dp worker) due to the available KV cache capacity";
+        # 0.5.14-0.5.16 print it whichever bound held, the mamba cap included: the arithmetic tells which
+        m = re.search(_REDUCED, reduced[0].text)
+        dp = int(case.value("dp_size") or 1) if case.value("enable_dp_attention") is True else 1
+        found = _bounds(case, int(m.group(1)) * dp, int(m.group(2)))
+        found.how.insert(0, f"sglang says at {_at(reduced[0])}: {reduced[0].text[:200]}")
+        return found
     if isinstance(asked, int) and isinstance(got, int) and got < asked:
-        tokens = (case.ev.capacity or {}).get("max_total_num_tokens")
-        return got, "the KV cache pool" + (f" ({tokens} tokens)" if tokens else ""), "", None
+        return _bounds(case, asked, got)
     return None
+
+
+def _bounds(case: Case, asked: int, got: int) -> _Cap:
+    """What this release's own max_running_requests arithmetic gives for this launch, from the ready line's numbers:
+    run twice (kit.provenance.compute), with the mamba/state cap and without it, to tell which bound holds."""
+    from kit.provenance import SERVER_ARGS, compute
+
+    capacity = case.ev.capacity or {}
+    tokens, context = capacity.get("max_total_num_tokens"), capacity.get("context_len")
+    dp_on = case.value("enable_dp_attention") is True
+    dp = int(case.value("dp_size") or 1) if dp_on else 1
+    hybrid = case.hybrid_linear or capacity.get("max_mamba_cache_size") is not None
+    if case.ev.tree is None or not tokens or not context:
+        missing = "the sglang source" if case.ev.tree is None else "the ready line's max_total_num_tokens and context_len"
+        return _Cap(got, "a bound the kit did not compute", how=[f"not computed: {missing} is needed to follow this "
+                                                                 "release's arithmetic"])
+    from kit._pysource import unknown
+
+    ratio_found = compute(case.ev.tree, "_calculate_mamba_ratio", snapshot=case.ev.args, environ=case.ev.environ,
+                          attributes={"server_args": SERVER_ARGS}, calls={a: SERVER_ARGS for a in _ACCESSORS})
+    ratio = ratio_found.value if ratio_found is not None and ratio_found.known else unknown(
+        "the mamba ratio", ratio_found.why if ratio_found is not None else "_calculate_mamba_ratio not in this tree")
+    size = capacity.get("max_mamba_cache_size")
+    size = size if size is not None else unknown("max_mamba_cache_size", "the log has no `Mamba Cache is allocated` line")
+    attributes = {"context_len": context, "max_running_requests": asked, "dp_size": dp, "attn_dp_size": dp,
+                  "max_mamba_cache_size": size, "mambaish_config": True if hybrid else None}
+    calls = {"_calculate_mamba_ratio": ratio, **{a: SERVER_ARGS for a in _ACCESSORS}}
+    run = lambda **over: compute(case.ev.tree, _REQS, params={"token_capacity": tokens},  # noqa: E731
+                                 attributes={**attributes, **over}, calls=calls, snapshot=case.ev.args,
+                                 environ=case.ev.environ)
+    full, plain = run(), run(mambaish_config=None)
+    if full is None:
+        return _Cap(got, "a bound the kit did not compute", how=["not computed: this release has no "
+                                                                 "resolve_max_num_reqs"])
+    where = full.where
+    inputs = (f"the ask {asked}, dp {dp} ({'DP attention on' if dp_on else 'no DP attention: not split'}), "
+              f"token capacity {tokens} and context_len {context} (the ready line)")
+    how = [f"sglang {case.ev.version or ''}'s own arithmetic ({where}) with {inputs}".replace("sglang 's", "sglang's")]
+    per_worker = asked // dp
+    pool = plain.value if plain is not None and plain.known else None
+    bound = ", ".join(f"{k} = {v}" for k, v in plain.variables.items() if k not in ("max_num_reqs", "ratio",
+                                                                                   "additional_ratio")) \
+        if plain is not None else ""
+    if pool is not None:
+        how.append(f"without the mamba/state cap it gives {pool}" + (f" (its variables: {bound})" if bound else ""))
+    path = where.split(":")[0]
+    mamba_line = full.lines.get("mamba_cap") or full.lines.get("max_num_reqs")
+    mamba_where = f"{path}:{mamba_line}" if mamba_line else where
+    if pool is not None and got == pool:
+        if pool == per_worker and dp > 1:
+            return _Cap(got, f"the ask split across {dp} DP ranks (the ready line is per DP worker: {asked} // {dp})",
+                        how=how, sites=[where])
+        return _Cap(got, f"this release's token-pool bound ({pool}, {where})", how=how, sites=[where])
+    if hybrid and (pool is None or got < pool):
+        known = isinstance(size, int) and isinstance(ratio, int)
+        if known:
+            how.append(f"the mamba/state cap: max_mamba_cache_size // ratio = {size} // {ratio} = {size // ratio} "
+                       f"({mamba_where}; max_mamba_cache_size from the log's `Mamba Cache is allocated` line, the ratio "
+                       f"from {ratio_found.where})")
+        else:
+            why = "; ".join(x.reason for x in (size, ratio) if not isinstance(x, int))
+            how.append(f"the mamba/state cap, max_mamba_cache_size // ratio ({mamba_where}), is the bound left; its "
+                       f"inputs are not all in the evidence: {why}")
+        agrees = "" if not known or size // ratio == got else f"; {size // ratio} is not the {got} the ready line says"
+        return _Cap(got, f"the mamba state cache (max_mamba_cache_size // ratio{agrees})", how=how, mamba=True,
+                    sites=[mamba_where])
+    how.append(f"{got} is not what this release's arithmetic gives ({full.value if full.known else full.why})")
+    return _Cap(got, "a bound this release's arithmetic does not explain", how=how, sites=[where])
 
 
 def _capped(case: Case) -> list[str] | None:
     found = _cap(case)
     if found is None:
         return None
-    cap, by, text, notice = found
-    if notice is not None:
-        out = [f"sglang says at {_at(notice)}: {text[:240]}"]
+    if found.notice is not None:
+        out = [f"sglang says at {_at(found.notice)}: {found.text[:240]}"]
+    elif not isinstance((case.ev.explicit or {}).get("max_running_requests"), int):
+        out = [f"max_running_requests={found.cap} per DP worker: capped by {found.by}"]
     else:
         out = [f"the launch asks for max_running_requests {case.ev.explicit['max_running_requests']}; the ready line "
-               f"says max_running_requests={cap} ({case.ev.sources.get('capacity', 'the log')})"]
+               f"says max_running_requests={found.cap} ({case.ev.sources.get('capacity', 'the log')}): capped by "
+               f"{found.by}"]
+    out += found.how
     asked = (case.ev.explicit or {}).get("max_running_requests")
-    if asked and notice is not None:
+    if asked and found.notice is not None:
         out.append(f"the launch asked for {asked}")
     d = _decode(case)
     if d.get("max_running_req") is not None:
@@ -139,26 +236,38 @@ def _capped(case: Case) -> list[str] | None:
 
 def _capped_fix(case: Case) -> Fix:
     found = _cap(case)
-    _, by, text, _ = found
     advice = []
-    if "mamba" in by:
-        tail = text.split("To raise it:", 1)[1].strip() if "To raise it:" in text else ""
+    if found.mamba:
+        tail = found.text.split("To raise it:", 1)[1].strip() if "To raise it:" in found.text else ""
+        option = case.option("max_mamba_cache_size") or "--max-mamba-cache-size"
         advice.append(f"sglang's own advice: {tail}" if tail else
-                      "raise --max-mamba-cache-size (or the mamba memory ratio of this version): the state pool "
-                      "holds a fixed number of slots per running request")
-    else:
+                      f"raise {option} (or the mamba memory ratio of this version): the state pool holds a fixed "
+                      "number of slots per running request")
+    elif found.by.startswith("the ask split"):
+        advice.append("nothing is lost: the ready line counts one DP worker's requests; the server runs that many "
+                      "per DP rank")
+    elif found.by.startswith("this release's token-pool bound"):
         advice.append("more room for the KV cache: a higher --mem-fraction-static, a smaller --context-length, "
                       "or more GPUs (tp); the pool holds every running request's tokens")
-    return [], advice, ["raising --max-running-requests alone: sglang caps it again by the same pool at startup"]
+    else:
+        advice.append("read how this release computes it (the lines above) before changing a flag")
+    return [], advice, ["raising --max-running-requests alone: sglang caps it again by the same bound at startup"]
+
+
+def _capped_sites(case: Case) -> list[str]:
+    found = _cap(case)
+    if found is not None and found.notice is not None:
+        return _site(case, "max_running_requests is capped to")
+    return list(found.sites) if found is not None else []
 
 
 rule(Rule(
-    "running-requests-capped", "sglang capped the running requests below what was asked, by the size of a pool",
-    _ALL, ("notices", "capacity", "command", "decode"),
+    "running-requests-capped", "sglang capped the running requests below what was asked", _ALL,
+    ("notices", "capacity", "command", "decode", "source"),
     when=_capped,
-    impact=lambda case: _load_impact(case, _cap(case)[0], f"at most {_cap(case)[0]} requests run at once "
-                                                          f"(capped by {_cap(case)[1]}); the rest wait"),
-    fix=_capped_fix, sites=lambda case: _site(case, "max_running_requests is capped to"),
+    impact=lambda case: _load_impact(case, _cap(case).cap, f"at most {_cap(case).cap} requests run at once "
+                                                           f"(capped by {_cap(case).by}); the rest wait"),
+    fix=_capped_fix, sites=_capped_sites,
     affects=("queueing",), covers=lambda case: {"max_running_requests"}))
 
 
@@ -332,18 +441,58 @@ rule(Rule(
 
 # --------------------------------------------------------------------------- MoE kernel configs
 
-_MOE_DEFAULT = r"Using default MoE kernel config|Using MoE kernel config with down_moe=False"
+# sglang's tuned-config lookup for the fused MoE kernel (get_moe_configs, srt/layers/moe/.../fused_moe_triton_config.py)
+# prints "Using default MoE kernel config" when no tuned file is found for the shape and GPU and the default tiles
+# run (get_default_config); "Deterministic inference is enabled, using default MoE kernel config." when
+# --enable-deterministic-inference skips the lookup. Its other lines are not a default: "Fallback to triton version
+# X and use MoE kernel config from ..." is a tuned file of another Triton release, and (0.5.x up to 0.5.15) "Using
+# MoE kernel config with down_moe=False" is the lookup of the down projection's own file failing, after which the
+# down GEMM runs with the up projection's config (`down_config or config` in fused_moe.py), tuned when it was found.
+_MOE_DEFAULT = r"Using default MoE kernel config"
+_MOE_DETERMINISTIC = r"Deterministic inference is enabled, using default MoE kernel config"
+_MOE_DOWN_REUSES = r"Using MoE kernel config with down_moe=False|Down MoE config file not found"
+_MOE_FALLBACK = r"Fallback to triton version \S+ and use MoE kernel config from"
 
 
 def _moe_default(case: Case) -> list[str] | None:
     found = _said(case, _MOE_DEFAULT)
     if not found:
         return None
-    m = re.search(r"Config file not found at (\S+?\.json|\S.*?\.json)", found[0].text)
-    out = [f"sglang says at {_at(found[0])}: {found[0].text[:240]}"]
-    if m:
-        out.append(f"no tuned config for this MoE shape and GPU: {m.group(1)}")
+    deterministic = [n for n in found if re.search(_MOE_DETERMINISTIC, n.text, re.I)]
+    missing = [n for n in found if n not in deterministic]
+    out = []
+    if missing:
+        m = re.search(r"Config file not found at (\S+?\.json|\S.*?\.json)", missing[0].text)
+        out.append(f"sglang says at {_at(missing[0])}: {missing[0].text[:240]}")
+        if m:
+            out.append(f"no tuned config for this MoE shape and GPU: {m.group(1)}; the kernel runs the default tiles "
+                       "(get_default_config)")
+    if deterministic:
+        out.append(f"sglang says at {_at(deterministic[0])}: {deterministic[0].text[:200]} (with "
+                   f"{case.option('enable_deterministic_inference') or '--enable-deterministic-inference'} the lookup "
+                   "returns before reading any tuned file)")
+    reused = _said(case, _MOE_DOWN_REUSES)
+    if reused:
+        out.append(f"and at {_at(reused[0])}: the down projection has no tuned file of its own; sglang runs it with "
+                   "the up projection's config (its own line, not a default)")
     return out
+
+
+def _moe_fix(case: Case) -> Fix:
+    if not _said(case, _MOE_DEFAULT + r"\. Performance"):  # only the deterministic notice
+        return [], [f"the default tiles are the price of {case.option('enable_deterministic_inference') or '--enable-deterministic-inference'}"
+                    ": keep it only where bitwise-reproducible output is needed"], []
+    return [], ["tune a config for this shape: python benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py "
+                "--model MODEL --tp-size TP --tune (sglang's repository), and put the JSON where the notice says it "
+                "looked (or point SGLANG_MOE_CONFIG_DIR at it)"], []
+
+
+def _moe_sites(case: Case) -> list[str]:
+    printed = _said(case, _MOE_DEFAULT)
+    texts = (["Deterministic inference is enabled, using default MoE kernel config"]
+             if printed and all(re.search(_MOE_DETERMINISTIC, n.text, re.I) for n in printed)
+             else ["Using default MoE kernel config"])
+    return [site for text in texts for site in _site(case, text)]
 
 
 rule(Rule(
@@ -354,10 +503,7 @@ rule(Rule(
                                       "config gains depends on both", "decode tok/s",
                                       "a benchmark after tuning (sglang's benchmark/kernels/fused_moe_triton/"
                                       "tuning_fused_moe_triton.py, then sgl-kit bench on both)"),
-    fix=lambda case: ([], ["tune a config for this shape: python benchmark/kernels/fused_moe_triton/"
-                           "tuning_fused_moe_triton.py --model MODEL --tp-size TP --tune (sglang's repository), and "
-                           "put the JSON where the notice says it looked (or point SGLANG_MOE_CONFIG_DIR at it)"], []),
-    sites=lambda case: _site(case, "Using default MoE kernel config"),
+    fix=_moe_fix, sites=_moe_sites,
     affects=("decode step", "prefill/extend"), covers=lambda case: set()))
 
 

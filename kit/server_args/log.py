@@ -339,7 +339,7 @@ class LogNotice:
 # sglang's own words when it changes or caps a setting at startup, or runs out of room.
 _NOTICE = re.compile(
     r"Automatically (?:turn off|set|reduce|disable|adjust|enable)|Disabl(?:e|ing) |is disabled because|Falling back|"
-    r"Overlap scheduler is disabled|auto-disabl|is capped to|is (?:set|reduced|adjusted) to \d|"
+    r"Overlap scheduler is disabled|auto-disabl|is capped to|is (?:set|reduced|adjusted) to \d|was reduced from|"
     r"Using default MoE kernel config|Not enough memory|too small|exceeds? the|larger than|KV cache pool is full|"
     r"set to .* because|is not supported|will be (?:ignored|disabled)|deprecated", re.I)
 _RETRACT = re.compile(r"\bretract", re.I)
@@ -376,13 +376,23 @@ def log_notices(text: str, *, limit: int = 500) -> list[LogNotice]:
     return out
 
 
+_MAMBA_POOL = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+)")
+
+
 def log_capacity(text: str) -> dict[str, Any] | None:
     """The numbers of sglang's ready line (``max_total_num_tokens=..., max_running_requests=...,
-    context_len=...``): what the memory pool and the scheduler ended up with, or None."""
-    found = None
+    context_len=...``): what the memory pool and the scheduler ended up with, or None. With a hybrid
+    model's ``Mamba Cache is allocated. max_mamba_cache_size: N`` line (mem_cache/memory_pool.py), its
+    ``max_mamba_cache_size`` too."""
+    found, mamba = None, None
     for _, _, line in _text_lines(text):
         if _CAPACITY.search(line):
             found = {k: _number(v) for k, v in re.findall(r"\b([a-z_]+)=([\d.]+(?:GB)?)", line)}
+        m = _MAMBA_POOL.search(line)
+        if m:
+            mamba = int(m.group(1))
+    if found is not None and mamba is not None:
+        found["max_mamba_cache_size"] = mamba
     return found
 
 

@@ -1,0 +1,1 @@
+python -m sglang.launch_server --model-path /tmp/claims_lab/models/tiny-qwen3.5 --host 127.0.0.1 --port 42639 --skip-server-warmup --max-mamba-cache-size 256 --device cpu --attention-backend torch_native --max-total-tokens 16384 --sleep-on-idle --enable-metrics --max-running-requests 128
