@@ -302,8 +302,8 @@ def resolve_server(host: Host, target: str | None = None, *, pid: int | None = N
     picked = [s for s in labelled if (pid is None or s.pid == pid) and (port is None or s.port == port)]
     if not picked and labelled:
         asked = " and ".join(f"{what} {value}" for what, value in (("pid", pid), ("port", port)) if value is not None)
-        found = "; ".join(f"pid {s.pid} on port {s.port}" for s in labelled)
-        raise TargetError(f"{target} runs as {found}, not with {asked}",
+        found = " and ".join(f"pid {s.pid} on port {s.port}" for s in labelled)
+        raise TargetError(f"`{target}` is the server {found}; this asked for {asked}",
                           hint=f"leave out --pid/--port: `{target}` finds it wherever it runs")
     if not picked:
         raise TargetError(spec["missing"].format(**wanted), hint=spec.get("hint", ""),

@@ -300,7 +300,8 @@ def test_lab_up_on_a_taken_default_port_listens_on_a_free_one_and_every_lab_comm
     assert args["server"]["port"] == port
     wrong = sgl_kit(env, "bench", "lab", "--port", str(held), "-n", "1")
     assert wrong.returncode == 2
-    assert "lab runs as pid " in wrong.stderr and f"on port {port}, not with port {held}" in wrong.stderr
+    assert wrong.stderr.startswith("sgl-kit: error: `lab` is the server pid ")
+    assert f" on port {port}; this asked for port {held}\n  -> leave out --pid/--port" in wrong.stderr
 
 
 def test_an_asked_port_is_used_as_it_is(held_default):
