@@ -26,7 +26,7 @@ from .errors import KitError
 from .source import SourceSnippet, SourceTree
 from .target import connect
 
-__all__ = ["NOTEBOOKS", "main", "mark_rules"]
+__all__ = ["NOTEBOOKS", "lab_step", "main", "mark_rules"]
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ("00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_and_validate", "05_upgrade")
@@ -42,19 +42,13 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
     """Run notebooks 00-05 against the lab; print the summary their runs support."""
     import papermill
 
-    from .lab import Lab
-
     notebooks = ROOT / "notebooks"
     if not (notebooks / "00_connect.ipynb").is_file():
         raise KitError(f"no notebooks at {notebooks}", hint="run the demo from a clone of the repository")
     out.mkdir(parents=True, exist_ok=True)
     if target == "lab":
-        with console.status("bringing the lab up with the incident's new launch"):
-            lab = Lab()
-            status = lab.status()
-            if not status.running or status.label != "variant new":
-                status = lab.restart(variant="new") if status.running else lab.up(variant="new")
-        console.print(f"[bold]lab[/]: {status.label} at {status.url} (pid {status.pid})")
+        lab_step(console, port or None)
+        port = 0  # the notebooks find the lab by its directory, wherever it listens
     summary_path = out / "validation.json"
     summary_path.unlink(missing_ok=True)
     timings = {}
@@ -89,6 +83,24 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
     console.print("\nNext: `make lab` opens these notebooks in JupyterLab (a working copy in runs/notebooks/; "
                   "it starts the lab too).", soft_wrap=True, markup=False)
     return 0
+
+
+def lab_step(console, port: int | None = None):
+    """Bring the lab up on the incident's new launch and say where: on ``port`` when given, else where it
+    runs, else on its default port when free or the next free one (and then which, and why)."""
+    from .lab import Lab
+
+    with console.status("bringing the lab up with the incident's new launch"):
+        lab = Lab()
+        status = lab.status()
+        if not status.running:
+            status = lab.up(variant="new", port=port)
+        elif status.label != "variant new" or (port is not None and status.port != port):
+            status = lab.restart(variant="new", **({"port": port} if port is not None else {}))
+    console.print(f"[bold]lab[/]: {status.label} at {status.url} (pid {status.pid})")
+    if status.note:
+        console.print(f"  {status.note}", soft_wrap=True, markup=False)
+    return status
 
 
 def _dryrun_environments_for(console, params: dict) -> None:
@@ -396,7 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=6, help="story: requests per benchmark (default 6)")
     parser.add_argument("--max-tokens", type=int, default=96, help="story: tokens per request (default 96)")
     parser.add_argument("--ssh-config", default=None, help="story: ssh config for an SSH target")
-    parser.add_argument("--port", type=int, default=0, help="story: the server's port when the box runs several")
+    parser.add_argument("--port", type=int, default=0,
+                        help="story: the lab's port (default: $SGL_KIT_LAB_PORT or 30000 when free, else the next "
+                             "free one); with another --target, the server's port when the box runs several")
     parser.add_argument("--version", default="0.5.11", help="source: sglang release to lay out (default: 0.5.11)")
     args = parser.parse_args(argv)
 

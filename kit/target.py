@@ -157,6 +157,7 @@ class ServerProcess:
     started_at: float | None = None
     host: Host | None = field(default=None, repr=False, compare=False)
     children: list[dict] = field(default_factory=list)  # direct child processes: pid, name, argv
+    notice: str = ""  # what the target that found it says about it (resolve_server: the lab's launch)
     # What discovery fetched with it (discover(prefetch=...)); each log read and /server_info answer
     # is used once, by the first question that asks for exactly it, then read afresh.
     prefetched: dict = field(default_factory=dict, repr=False, compare=False)
@@ -281,25 +282,45 @@ def target_kinds() -> dict[str, dict]:
 def resolve_server(host: Host, target: str | None = None, *, pid: int | None = None, port: int | None = None,
                    servers: list[ServerProcess] | None = None, prefetch: bool | dict = False) -> ServerProcess:
     """The server a target string means on ``host``: for a labelled kind (``lab``) the server whose
-    labels match it, else (or with ``pid``/``port``) the one chosen by pid or port, or the only one.
+    labels match it (and ``pid``/``port``, when given), else the one chosen by pid or port, or the only one.
 
     The one way from a target string to a server: the CLI, the doctor, the investigation and the
     notebooks call it with their ``target``, so the same cell works on the lab and on a real box.
+    The server found carries its kind's ``notice`` (``kit/data/launchers.json``) when there is one
+    to say: for the lab, which launch it runs when that is not the incident's slow one.
     ``prefetch`` goes to discover().
     """
     kind = parse_target(target)["kind"] if target is not None else None
     spec = target_kinds().get(kind or "")
-    if spec is None or pid is not None or port is not None:
+    if spec is None:
         return find_server(host, pid=pid, port=port, servers=servers, prefetch=prefetch)
     from . import _paths
 
     wanted = {label: getattr(_paths, path)() for label, path in spec.get("labels", {}).items()}
     servers = discover(host, prefetch=prefetch) if servers is None else servers
-    picked = [s for s in servers if all(s.labels.get(k) == v for k, v in wanted.items())]
+    labelled = [s for s in servers if all(s.labels.get(k) == v for k, v in wanted.items())]
+    picked = [s for s in labelled if (pid is None or s.pid == pid) and (port is None or s.port == port)]
+    if not picked and labelled:
+        asked = " and ".join(f"{what} {value}" for what, value in (("pid", pid), ("port", port)) if value is not None)
+        found = " and ".join(f"pid {s.pid} on port {s.port}" for s in labelled)
+        raise TargetError(f"`{target}` is the server {found}; this asked for {asked}",
+                          hint=f"leave out --pid/--port: `{target}` finds it wherever it runs")
     if not picked:
         raise TargetError(spec["missing"].format(**wanted), hint=spec.get("hint", ""),
                           cli_hint=spec.get("cli_hint", ""))
-    return picked[-1]
+    server = picked[-1]
+    server.notice = _notice(spec.get("notice"), server)
+    return server
+
+
+def _notice(spec: dict | None, server: ServerProcess) -> str:
+    """The line a target kind says about the server found (launchers.json ``notice``), or ''."""
+    if not spec:
+        return ""
+    value = server.labels.get(spec["label"])
+    if not value or value in spec.get("quiet", ()):
+        return ""
+    return spec["text"].format(**{k: v for k, v in server.labels.items() if v is not None})
 
 
 @cache

@@ -24,7 +24,9 @@ A prompt containing ``[[fault:KIND]]`` makes that request misbehave:
 - ``backwards``: the token count goes down mid-stream;
 - ``nocounts``: omit ``completion_tokens`` / ``usage`` (a server that gives no counts);
 - ``finalusage``: OpenAI APIs only: usage only in the final chunk, never continuous;
-- ``nodone``: end the stream cleanly after some chunks, without a finish reason or ``[DONE]``.
+- ``nodone``: end the stream cleanly after some chunks, without a finish reason or ``[DONE]``;
+- ``held``: hold every chunk after the first until the last is due, then send them in one write (as a
+  buffering proxy, or a server whose writer fell behind, would): the decode's arrival times are gone.
 
 Run it standalone: ``python tests/reference_server.py --port 0 --rate 62.5``; it prints
 ``listening on http://127.0.0.1:PORT`` once ready.
@@ -228,6 +230,7 @@ class ReferenceServer:
         t_first = t_arrived + s.ttft
         sent = 0
         decode_sent = 0
+        held: list[bytes] = []
         for index, tokens in enumerate(plan):
             if index == 0:
                 due = t_first
@@ -242,6 +245,13 @@ class ReferenceServer:
             state = _Step(rid, index, tokens, sent, final, len(plan) - 1, body, prompt, fault, s.incremental)
             if fault in ("disconnect", "stall", "malformed", "nodone") and index == s.fault_after:
                 return await self._misbehave(request, response, fault, render, state)
+            if fault == "held" and index > 0:
+                held.append(render(state))
+                record.sent_tokens.append(tokens)
+                if final:
+                    await response.write(b"".join(held))
+                    record.sent_ns += [time.perf_counter_ns()] * len(held)
+                continue
             await response.write(render(state))
             record.sent_ns.append(time.perf_counter_ns())
             record.sent_tokens.append(tokens)

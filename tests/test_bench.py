@@ -16,6 +16,7 @@ import pytest
 from reference_server import ReferenceServer, Schedule
 
 from kit.bench import BenchConfig, BenchError, BenchRun, bench, compare
+from kit.errors import TargetError
 
 FAST = Schedule(rate=400.0, ttft=0.01)
 
@@ -136,6 +137,44 @@ def test_bad_server_behaviour_is_recorded_and_the_run_goes_on(tmp_path, api):
     # Only successful requests feed the summary; the failures are all in the file too.
     assert run.summary().loc["decode_tok_s", "n"] == 3
     assert len(BenchRun.load(run.path).results) == len(faults)
+
+
+REAL_RUN = Path(__file__).parent / "data" / "real_server" / "bench-native-cpu-0.5.11.jsonl"
+
+
+def test_a_real_request_whose_decode_arrived_with_its_first_token_has_no_decode_rate():
+    # A run the kit wrote against the real sglang 0.5.11 CPU server (tests/data/real_server/SOURCES.md),
+    # before the rule: its first request's decode tokens came with the first token, the old rate 958 tok/s.
+    run = BenchRun.load(REAL_RUN)
+    bunched, steady = run.results
+    assert bunched.ok and steady.ok and bunched.decode_tokens == steady.decode_tokens == 23
+    assert bunched.decode_tok_s is None and bunched.itl_token_ms is None
+    assert bunched.decode_note == ("21 of its 23 decode tokens arrived at one instant, with the first token "
+                                   "(21 event(s) in one read; 3 reads for 24 events in all)")
+    assert steady.decode_note is None and steady.decode_tok_s == pytest.approx(23 / steady.decode_s)
+    assert run.totals["mean_decode_tok_s"] == steady.decode_tok_s and run.totals["no_decode_rate"] == 1
+    assert "decode 21.99 tok/s per request (mean of 1; 1 request without a decode rate, see below)" in repr(run)
+    text = run.to_text()
+    assert "request 0: 21 of its 23 decode tokens arrived at one instant" in text
+    assert run.summary().loc["decode_tok_s", "n"] == 1
+    assert run.summary().loc["itl_token_ms", "n"] == 23  # the steady request's 23 gaps only
+
+
+def test_a_stream_held_back_and_sent_at_once_is_named_not_averaged(tmp_path):
+    faults = ["", "held", ""]
+    with ReferenceServer(Schedule(rate=400.0, ttft=0.01)) as srv:
+        run = _run(srv, tmp_path, prompts_file=_prompts(tmp_path, faults), requests=3, concurrency=1)
+    held = run.results[1]
+    assert held.ok and held.output_tokens == 40 and held.decode_tok_s is None
+    assert held.decode_note.startswith("39 of its 39 decode tokens arrived at one instant, ")
+    assert held.reads == 2 and held.chunks > 2  # the first token, then every other event in one read
+    # the others keep their rate (unless this busy machine bunched them too, which the rule would name)
+    rated = [r.decode_tok_s for r in run.results if r.decode_tok_s is not None]
+    assert all((r.decode_tok_s is None) == bool(r.decode_note) for r in run.results)
+    assert run.totals["mean_decode_tok_s"] == pytest.approx(sum(rated) / len(rated))
+    assert run.totals["ok"] == 3 and run.summary().loc["ttft_ms", "n"] == 3  # still a success, with its TTFT
+    back = BenchRun.load(run.path)
+    assert back.results[1].decode_note == held.decode_note and back.results[1].decode_tok_s is None
 
 
 def test_missing_counts_fall_back_explicitly(server, tmp_path):
@@ -267,12 +306,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_unreachable_server(tmp_path):
-    port = _free_port()
-    with pytest.raises(BenchError, match="every warmup request"):
-        bench(f"http://127.0.0.1:{port}", out=tmp_path / "x.jsonl", progress=None, requests=1, warmup=1)
-    run = bench(f"http://127.0.0.1:{port}", out=tmp_path / "y.jsonl", progress=None, requests=2, warmup=0)
-    assert [r.error_kind for r in run.results] == ["connect", "connect"]
+@pytest.mark.parametrize("warmup", [1, 0])
+def test_a_dead_server_is_one_error_naming_the_url_and_leaves_no_run_file(tmp_path, warmup):
+    port = _free_port()  # nothing listens there
+    with pytest.raises(BenchError) as err:
+        bench(f"http://127.0.0.1:{port}", out=tmp_path / "x.jsonl", progress=None, requests=2, warmup=warmup)
+    assert err.value.message.startswith(f"nothing answers at http://127.0.0.1:{port}: ClientConnectorError")
+    assert "sgl-kit lab status" in err.value.hint and "No run file was written" in err.value.hint
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 def test_local_target_uses_the_port(server, tmp_path):
@@ -281,12 +322,12 @@ def test_local_target_uses_the_port(server, tmp_path):
     assert run.url == server.url and run.results[0].ok
 
 
-def test_lab_target_without_a_lab_says_how_to_start_it():
-    port = _free_port()  # nothing answers there
-    with pytest.raises(BenchError) as err:
-        bench("lab", port=port, progress=None, requests=1)
-    assert err.value.message.startswith(f"every warmup request to http://127.0.0.1:{port}/generate failed")
-    assert "sgl-kit lab up" in err.value.hint
+def test_lab_target_without_a_lab_says_how_to_start_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGL_KIT_LAB_DIR", str(tmp_path / "no-lab"))  # a lab directory no server runs from
+    with pytest.raises(TargetError) as err:
+        bench("lab", progress=None, requests=1)
+    assert err.value.message == f"the lab is not running on this machine (looked for a lab server of {tmp_path / 'no-lab'})"
+    assert "sgl-kit lab up" in err.value.cli_hint
 
 
 def test_plots_build(server, tmp_path):

@@ -81,3 +81,54 @@ def test_bench_over_ssh_forwards_the_server_port(sshd, server, tmp_path, capsys)
     out = json.loads(capsys.readouterr().out)
     assert out["totals"]["ok"] == 3
     assert out["url"].startswith("http://127.0.0.1:") and not out["url"].endswith(f":{server.port}")
+
+
+def test_a_dead_server_is_one_clear_error_and_no_run_file(tmp_path, capsys):
+    port = _free_port()  # nothing listens there
+    out = tmp_path / "dead.jsonl"
+    assert main(["bench", f"http://127.0.0.1:{port}", "--warmup", "0", "-n", "3", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    first, hint = captured.err.splitlines()
+    assert first.startswith(f"sgl-kit: error: nothing answers at http://127.0.0.1:{port}: ClientConnectorError")
+    assert hint.startswith("  -> start the server, or check the URL and --port") and "No run file was written" in hint
+
+
+def test_a_run_where_every_request_failed_prints_the_failure_not_a_table_of_nan(tmp_path, capsys):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "[[fault:500]]"}\n')
+    with ReferenceServer(Schedule(rate=500.0, ttft=0.005)) as srv:
+        assert _bench(srv.url, tmp_path / "f.jsonl", "--prompts", str(prompts)) == 1
+        url = srv.url
+    out = capsys.readouterr().out
+    assert "NaN" not in out and "decode_tok_s" not in out
+    assert "0/3 ok, 3 failed, decode n/a tok/s per request (mean of 0)" in out
+    assert "first failure (request 0): HTTP 500" in out and f"measured at {url}; written to" in out
+
+
+def test_ctrl_c_keeps_the_finished_requests_and_says_where(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "cut.jsonl"
+    with ReferenceServer(Schedule(rate=40.0, ttft=0.005)) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "kit.cli", "bench", srv.url, "-n", "30", "--max-tokens", "10",
+                                 "--warmup", "0", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"kind":"request"') < 2):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    from kit.bench import BenchRun
+
+    kept = BenchRun.load(out)
+    n = len(kept.results)
+    assert 2 <= n < 30 and not kept.totals["finished"]
+    assert stderr.strip().splitlines()[-1] == (f"sgl-kit: interrupted: {n} of 30 requests had finished ({n} ok); they are "
+                                               f"in {out}, marked unfinished (`sgl-kit bench compare` reads it)")
+    assert stdout == ""

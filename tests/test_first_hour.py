@@ -181,3 +181,38 @@ def test_a_cut_off_log_leaves_tp_and_speculative_decoding_unknown_in_the_rooflin
     roof = out[out.index("decode roofline"):]
     assert "tp=?" in roof and "the tensor parallel size is not known" in roof
     assert "speculative decoding unknown" in roof and "no speculative decoding" not in out
+
+
+@pytest.mark.slow
+def test_the_demo_starts_the_lab_on_a_free_port_when_the_default_is_taken_and_honours_its_port(tmp_path,
+                                                                                                monkeypatch):
+    import io
+    import os
+    import socket
+
+    from rich.console import Console
+
+    monkeypatch.setenv("SGL_KIT_LAB_DIR", str(tmp_path / "lab"))
+    monkeypatch.setenv("SGL_KIT_LAB_DRYRUN", "0")
+    console = Console(file=io.StringIO(), width=300, highlight=False)
+    with socket.create_server(("127.0.0.1", 0)) as held:  # another server on the lab's default port
+        taken = held.getsockname()[1]
+        monkeypatch.setenv("SGL_KIT_LAB_PORT", str(taken))
+        try:
+            status = demo.lab_step(console)  # what `make demo` does first
+            printed = console.file.getvalue().splitlines()
+            assert status.running and status.label == "variant new" and status.port != taken
+            assert printed[0] == f"lab: variant new at http://127.0.0.1:{status.port} (pid {status.pid})"
+            assert printed[1].startswith(f"  port {taken} is in use by pid {os.getpid()} (")
+            assert printed[1].endswith(f"so the lab listens on {status.port} (--port N to choose one)")
+            # the notebooks' resolver finds it there
+            with connect("lab") as host:
+                assert resolve_server(host, "lab").port == status.port
+            # `python -m kit.demo --port N`: the lab moves to N, still on the incident's new launch
+            asked = free_port()
+            moved = demo.lab_step(console, asked)
+            assert moved.port == asked and moved.label == "variant new" and moved.pid != status.pid
+            assert console.file.getvalue().splitlines()[-1] == (f"lab: variant new at http://127.0.0.1:{asked} "
+                                                                f"(pid {moved.pid})")
+        finally:
+            Lab().down()

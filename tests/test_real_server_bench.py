@@ -64,10 +64,15 @@ def test_bench_compare_of_two_real_launches(real_server, tmp_path):
         assert prompt == sum(r.prompt_tokens for r in run.results)
     proc = _kit("bench", "compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--json")
     c = json.loads(proc.stdout)
-    rates_a = [r.decode_tok_s for r in run_a.results if r.ok]
-    rates_b = [r.decode_tok_s for r in run_b.results if r.ok]
-    assert (c["n_a"], c["n_b"]) == (REQUESTS, REQUESTS)
-    assert c["mean_a"] == pytest.approx(sum(rates_a) / REQUESTS) and c["mean_b"] == pytest.approx(sum(rates_b) / REQUESTS)
+    # a request whose decode tokens arrived at once (2 shared cores: the client reads late) has no rate, and
+    # says why; the comparison is over the others
+    for run in (run_a, run_b):
+        assert all((r.decode_tok_s is None) == bool(r.decode_note) for r in run.results if r.ok)
+    rates_a = [r.decode_tok_s for r in run_a.results if r.ok and r.decode_tok_s is not None]
+    rates_b = [r.decode_tok_s for r in run_b.results if r.ok and r.decode_tok_s is not None]
+    assert (c["n_a"], c["n_b"]) == (len(rates_a), len(rates_b))
+    assert c["mean_a"] == pytest.approx(sum(rates_a) / len(rates_a))
+    assert c["mean_b"] == pytest.approx(sum(rates_b) / len(rates_b))
     assert c["diff"] == pytest.approx(c["mean_b"] - c["mean_a"]) and c["ci_low"] <= c["ci_high"]
     # the verdict follows its interval: no speedup claimed inside the noise
     if c["ci_low"] <= 0 <= c["ci_high"]:

@@ -242,6 +242,30 @@ def op_status(args):
     return status(args["lab_dir"])
 
 
+def op_pick_port(args):
+    """The first port from ``port`` on (at most ``tries`` of them) where nothing listens, and who holds
+    ``port`` when that one is taken."""
+    host, port = args["host"], int(args["port"])
+    if not port_taken(host, port):
+        return {"port": port}
+    for candidate in range(port + 1, min(port + 1 + int(args.get("tries", 200)), 65536)):
+        if not port_taken(host, candidate) and can_bind(host, candidate):
+            return {"port": candidate, "holder": port_holder(port)}
+    raise RuntimeError(f"no free port from {port} to {port + int(args.get('tries', 200))} on {host}")
+
+
+def can_bind(host, port):
+    """A server could listen there (servers set SO_REUSEADDR, so a closing connection does not count)."""
+    address = host or "0.0.0.0"
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((address, port))
+        return True
+    except OSError:
+        return False
+
+
 def op_start(args):
     lab = args["lab_dir"]
     current = status(lab)
@@ -266,11 +290,24 @@ def op_start(args):
     return wait_healthy(lab, proc, state, float(args.get("timeout", 60)))
 
 
+ROTATED = 5  # earlier logs kept as server.log.1 (the last run) .. server.log.5, as logrotate names them
+
+
+def rotate(path, keep=ROTATED):
+    """Move the last run's log to path.1 (and .1 to .2, ...), so a restart shows in the timeline."""
+    for n in range(keep - 1, 0, -1):
+        if os.path.exists(f"{path}.{n}"):
+            os.replace(f"{path}.{n}", f"{path}.{n + 1}")
+    if os.path.isfile(path) and os.path.getsize(path) > 0:
+        os.replace(path, f"{path}.1")
+
+
 def launch(lab, argv, extra_env):
     env = dict(os.environ)
     env.update(extra_env)
     env[LAB_ENV] = lab
     nohup = shutil.which("nohup")
+    rotate(os.path.join(lab, "logs", "server.log"))
     log = open(os.path.join(lab, "logs", "server.log"), "wb")
     try:
         return subprocess.Popen(([nohup] if nohup else []) + list(argv), stdin=subprocess.DEVNULL, stdout=log,
@@ -466,7 +503,7 @@ def file_tail(path, lines=30):
 
 
 OPS = {"info": op_info, "have": op_have, "put": op_put, "prepare": op_prepare, "start": op_start,
-       "stop": op_stop, "status": op_status, "relaunch": op_relaunch}
+       "stop": op_stop, "status": op_status, "relaunch": op_relaunch, "pick_port": op_pick_port}
 
 
 def main():

@@ -10,7 +10,10 @@ What this client does that common benchmark clients get wrong:
 - A chunk under speculative decoding (MTP/EAGLE) carries several tokens. Latency between
   tokens is the chunk's gap split over its tokens, and the gap per chunk is kept too.
 - Decode tok/s of a request is the tokens after the first chunk over the time after the
-  first chunk, so tokens that arrived before the clock started are not counted.
+  first chunk, so tokens that arrived before the clock started are not counted. When the
+  decode tokens arrive at once (one read of many events, or one event of many steps), the
+  arrival times do not show the decode: such a request has no decode rate, and says why
+  (``decode_note``), rather than entering the mean at thousands of tok/s.
 - One pooled ``aiohttp`` session with a large read buffer and ``perf_counter_ns``
   timestamps taken as each read returns. Per event there is one ``json.loads`` (for a
   large ``/generate`` event, of its ``meta_info`` only); each request's bookkeeping waits
@@ -35,8 +38,8 @@ Modules (each imported on first use of one of its names, so ``import kit.bench``
 - ``client``: the HTTP side of one request (``Client``, ``one_request``, failure
   classification), server look-ups, prompts and request bodies (``payload``).
 - ``load``: the load driver (``bench``, ``bench_async``, warmup, fixed concurrency or
-  Poisson arrivals, the recorder), ``resolve_url``, ``run_sync`` and ``progress_for``
-  with the terminal progress bar.
+  Poisson arrivals, the recorder), ``resolve_url``, ``run_path``, ``run_sync`` and
+  ``progress_for`` with the terminal progress bar.
 - ``results``: ``BenchRun`` (tables, totals, plots, rendering) and the JSONL run-file
   writer and loader.
 - ``comparison``: ``Comparison``, ``compare`` and the bootstrap. (Not named ``compare``: a
@@ -54,7 +57,7 @@ if TYPE_CHECKING:
 
     from .comparison import Comparison, compare
     from .config import API_PATHS, DEFAULT_PORT, BenchConfig, RequestResult
-    from .load import bench, bench_async, progress_for, resolve_url, run_sync
+    from .load import bench, bench_async, progress_for, resolve_url, run_path, run_sync
     from .results import BenchRun
 
 __all__ = [
@@ -71,6 +74,7 @@ __all__ = [
     "describe_endpoint",
     "progress_for",
     "resolve_url",
+    "run_path",
     "run_sync",
 ]
 
@@ -89,6 +93,7 @@ _HOMES = {
     "describe_endpoint": "kit.bench.load",
     "progress_for": "kit.bench.load",
     "resolve_url": "kit.bench.load",
+    "run_path": "kit.bench.load",
     "run_sync": "kit.bench.load",
 }
 

@@ -18,7 +18,7 @@ from kit.errors import BenchError
 from .config import BenchConfig, RequestResult
 from .stream import RequestFailure, StreamParser, snip
 
-__all__ = ["Client", "build_prompts", "get_json", "model_name", "one_request", "payload"]
+__all__ = ["Client", "build_prompts", "get_json", "model_name", "one_request", "payload", "unreachable"]
 
 
 @dataclass
@@ -135,6 +135,25 @@ async def get_json(session, url: str, timeout: float = 10.0) -> dict | None:
             return await response.json(content_type=None)
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc} ({url})"}
+
+
+async def unreachable(session, base: str, timeout: float) -> str | None:
+    """Why nothing answers HTTP at ``base`` (refused, no route, closed at once: an SSH forward whose server is
+    down), or None when something does, whatever its status. Only the connection must come within
+    ``timeout``; an answer that is slow to come is not a dead server (the run will tell)."""
+    import aiohttp
+
+    try:
+        async with session.get(base + "/v1/models", timeout=aiohttp.ClientTimeout(sock_connect=timeout,
+                                                                                 total=max(timeout, 30.0))) as resp:
+            resp.release()
+            return None
+    except aiohttp.ConnectionTimeoutError:
+        return f"no connection within {timeout:g} s"
+    except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        return f"{type(exc).__name__}: {exc}".rstrip(": ")
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        return None  # connected: it answers, slowly or oddly, and the run will say how
 
 
 async def model_name(session, base: str, cfg: BenchConfig) -> str | None:

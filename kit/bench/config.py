@@ -83,6 +83,8 @@ class RequestResult:
     decode_s: float | None = None
     decode_tok_s: float | None = None
     chunks: int = 0  # chunks that carried tokens
+    reads: int = 0  # distinct arrival times among them (chunks read together share one)
+    decode_note: str | None = None  # why there is no decode rate though tokens came (stream.judge_decode)
     tokens_per_chunk: float | None = None
     itl_token_ms: float | None = None  # mean latency between tokens (chunk gaps split per token)
     itl_chunk_ms: float | None = None  # mean gap between chunks

@@ -21,15 +21,17 @@ from typing import Any
 from kit._version import __version__
 from kit.errors import BenchError
 
-from .client import Client, build_prompts, get_json, model_name, one_request, payload
+from .client import Client, build_prompts, get_json, model_name, one_request, payload, unreachable
 from .config import API_PATHS, DEFAULT_PORT, READ_BUFSIZE, BenchConfig, RequestResult
 from .results import BenchRun, RunWriter
 from .stream import fill_metrics
 
-__all__ = ["TerminalProgress", "bench", "bench_async", "describe_endpoint", "progress_for", "resolve_url", "run_sync"]
+__all__ = ["TerminalProgress", "bench", "bench_async", "describe_endpoint", "progress_for", "resolve_url", "run_path",
+           "run_sync"]
 
 
-def _default_path(cfg: BenchConfig) -> Path:
+def run_path(cfg: BenchConfig) -> Path:
+    """Where a run is written when no ``out`` is given: ``runs/bench-<time>-<api>-c<N>[-<label>].jsonl``."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     tag = f"-{cfg.label}" if cfg.label else ""
     return Path("runs") / f"bench-{stamp}-{cfg.api}-c{cfg.concurrency}{tag}.jsonl"
@@ -47,12 +49,16 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
 
     cfg = config or BenchConfig(**options)
     base = url.rstrip("/")
-    path = Path(out) if out is not None else _default_path(cfg)
+    path = Path(out) if out is not None else run_path(cfg)
     total = cfg.warmup + cfg.requests
     records = build_prompts(cfg, total)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    where = f"{endpoint} (through the SSH forward {base})" if endpoint else base
     async with aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE,
                                      timeout=aiohttp.ClientTimeout(total=None)) as session:
+        down = await unreachable(session, base, cfg.connect_timeout)
+        if down:
+            raise BenchError(f"nothing answers at {where}: {down}", hint=_DOWN_HINT)
         model = await model_name(session, base, cfg)
         bodies = [json.dumps(payload(cfg, r, model)).encode() for r in records]
         client = Client.make(session, base + API_PATHS[cfg.api], cfg)
@@ -71,7 +77,14 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
             writer.end(run.duration_s, run.server_info_after)
         finally:
             writer.close()
+    if run.results and all(r.error_kind == "connect" for r in run.results):
+        path.unlink(missing_ok=True)  # the server went away before the run: no measurement to keep
+        raise BenchError(f"no request reached {where}: {run.results[0].error}", hint=_DOWN_HINT)
     return run
+
+
+_DOWN_HINT = ("start the server, or check the URL and --port (`curl URL/health`); for the lab, `sgl-kit lab status` "
+              "says where it runs and `sgl-kit bench lab` finds it there. No run file was written.")
 
 
 def _record(run: BenchRun, writer: RunWriter, result: RequestResult, progress) -> None:
@@ -164,13 +177,14 @@ async def _launch(client: Client, bodies: list[bytes], put) -> None:
     await asyncio.gather(*tasks)
 
 
-def bench(target: Any = "local", *, port: int = DEFAULT_PORT, out: str | os.PathLike | None = None,
+def bench(target: Any = "local", *, port: int | None = None, out: str | os.PathLike | None = None,
           progress: Any = "auto", config: BenchConfig | None = None, **options) -> BenchRun:
     """Benchmark a server: ``bench("http://127.0.0.1:30000", concurrency=8, requests=64)``.
 
-    ``target`` is a URL, a target string (``local``, ``ssh://user@host``, an ssh alias),
+    ``target`` is a URL, a target string (``lab``, ``local``, ``ssh://user@host``, an ssh alias),
     or a :class:`kit.hosts.Host`; for the last two the server's ``port`` on that host is
-    used (reached through an SSH port forward when remote). Options are the fields of
+    used (reached through an SSH port forward when remote; default 30000), and ``lab`` is the
+    lab's server wherever it listens (:func:`kit.target.resolve_server`). Options are the fields of
     :class:`BenchConfig`. ``out`` is the JSONL path (default ``runs/bench-....jsonl``).
     ``progress``: ``"auto"`` (a widget in a notebook, tqdm in a terminal), ``None``, or a
     callable given each finished :class:`RequestResult`.
@@ -179,7 +193,8 @@ def bench(target: Any = "local", *, port: int = DEFAULT_PORT, out: str | os.Path
     url, host = resolve_url(target, port=port)
     bar = progress_for(progress, cfg)
     try:
-        return run_sync(bench_async(url, cfg, out=out, progress=bar, endpoint=describe_endpoint(host, port)))
+        return run_sync(bench_async(url, cfg, out=out, progress=bar,
+                                    endpoint=describe_endpoint(host, port or _port_of(url))))
     finally:
         if bar is not None and hasattr(bar, "close"):
             bar.close()
@@ -200,20 +215,31 @@ def describe_endpoint(host: Any, port: int) -> str | None:
     return f"{host.name} port {port}"
 
 
-def resolve_url(target: Any, *, port: int = DEFAULT_PORT, **ssh_options) -> tuple[str, Any]:
-    """The HTTP base URL for a target, and the Host that holds any port forward (or None)."""
+def resolve_url(target: Any, *, port: int | None = None, **ssh_options) -> tuple[str, Any]:
+    """The HTTP base URL for a target, and the Host that holds any port forward (or None).
+
+    A target kind that names its server by labels (``lab``) is resolved by
+    :func:`kit.target.resolve_server`, so the URL is where that server runs (``port``, when given,
+    must be its port); for any other target, ``port`` (default 30000) on its host."""
     if isinstance(target, str) and target.startswith(("http://", "https://")):
         return target.rstrip("/"), None
-    if not isinstance(port, int) or not 0 < port < 65536:
+    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
         raise BenchError(f"port must be 1..65535, not {port!r}", hint="pass the server's --port")
-    if isinstance(target, _host_type()):
-        host = target
-    else:
-        from kit.target import connect
+    from kit.target import connect, parse_target, resolve_server, target_kinds
 
-        host = connect(target, **ssh_options)
-    local_port = host.forward(port)
+    labelled = isinstance(target, str) and parse_target(target)["kind"] in target_kinds()
+    host = target if isinstance(target, _host_type()) else connect(target, **ssh_options)
+    if labelled:
+        server = resolve_server(host, target, port=port)
+        return server.url, host
+    local_port = host.forward(DEFAULT_PORT if port is None else port)
     return f"http://127.0.0.1:{local_port}", host
+
+
+def _port_of(url: str) -> int | None:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).port
 
 
 def run_sync(coro):

@@ -12,6 +12,7 @@ from pathlib import Path
 from kit.errors import BenchError
 
 from .config import BenchConfig, RequestResult
+from .stream import judge_decode
 
 __all__ = ["BenchRun", "RunWriter"]
 
@@ -91,6 +92,7 @@ class BenchRun:
             "accept_length": (sum(r.output_tokens for r in verified) / sum(r.spec_verify_ct for r in verified)
                               if verified else None),
             "flagged_counts": sum(1 for r in self.results if r.count_source != "server"),
+            "no_decode_rate": sum(1 for r in ok if r.decode_note),
             "finished": self.duration_s is not None,
         }
 
@@ -131,16 +133,31 @@ class BenchRun:
 
     def _headline(self) -> str:
         t = self.totals
+        rated = sum(1 for r in self.results if r.ok and r.decode_tok_s is not None)
         rate = f"{t['mean_decode_tok_s']:.2f}" if t["mean_decode_tok_s"] is not None else "n/a"
+        left = (f"; {t['no_decode_rate']} request{'s' * (t['no_decode_rate'] > 1)} without a decode rate, see below"
+                if t["no_decode_rate"] else "")
         state = "" if t["finished"] else ", did not finish"
-        return (f"{t['ok']}/{t['requests']} ok, {t['failed']} failed, decode {rate} tok/s per request (mean), "
-                f"{self.config.api} c={self.config.concurrency}{state}")
+        return (f"{t['ok']}/{t['requests']} ok, {t['failed']} failed, decode {rate} tok/s per request (mean of "
+                f"{rated}{left}), {self.config.api} c={self.config.concurrency}{state}")
 
     def notes(self) -> list[str]:
         t = self.totals
         out = []
         if t["failures"]:
             out.append("failures: " + ", ".join(f"{k} x{v}" for k, v in sorted(t["failures"].items())))
+            first = next(r for r in self.results if not r.ok)
+            out.append(f"first failure (request {first.index}): {first.error}")
+        if t["no_decode_rate"]:
+            left = [r for r in self.results if r.ok and r.decode_note]
+            out.append(f"{len(left)} request(s) without a decode rate, left out of decode_tok_s and the latencies "
+                       "between tokens (their time to first token and tokens still count): their decode tokens "
+                       "arrived at once, so the arrival times do not show the decode (the client read many events "
+                       "in one go, or the server sent many steps' tokens in one event; a decode needs two or more "
+                       "arrivals, none with more than half of its tokens)")
+            out += [f"  request {r.index}: {r.decode_note}" for r in left[:5]]
+            if len(left) > 5:
+                out.append(f"  ... and {len(left) - 5} more (decode_note in the run file)")
         if t["flagged_counts"]:
             reasons = sorted({r.count_note for r in self.results if r.count_note})
             out.append(f"{t['flagged_counts']} request(s) not counted by the server: " + "; ".join(reasons))
@@ -153,19 +170,24 @@ class BenchRun:
         return f"<BenchRun {self.name}: {self._headline()}>"
 
     def to_text(self) -> str:
+        if not self.totals["ok"]:  # nothing succeeded: a table of NaN says nothing the failures do not
+            return "\n".join([repr(self)[1:-1], *self.notes()])
         table = self.summary().round(3).to_string()
         return "\n".join([repr(self)[1:-1], *self.notes(), table])
 
     def _repr_html_(self) -> str:
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes())
+        table = self.summary().round(3).to_html() if self.totals["ok"] else ""
         return (f"<div><b>BenchRun {html.escape(self.name)}</b>: {html.escape(self._headline())}"
-                f"<ul>{notes}</ul>{self.summary().round(3).to_html()}</div>")
+                f"<ul>{notes}</ul>{table}</div>")
 
 
 def _itl_samples(results: Iterable[RequestResult], *, per_token: bool) -> list[float]:
     """Gaps between token chunks in ms; per token, a gap counts once for each token of its chunk."""
     out: list[float] = []
     for r in results:
+        if r.decode_note:  # its arrival times do not show the decode (stream.judge_decode)
+            continue
         t, k = r.chunk_t_ms, r.chunk_tokens
         for i in range(1, len(t)):
             gap = t[i] - t[i - 1]
@@ -231,6 +253,10 @@ def _load_run(path: Path) -> BenchRun:
     result_fields = {f.name for f in fields(RequestResult)}
     results = [RequestResult(**{k: v for k, v in r.items() if k in result_fields})
                for r in records[1:] if r.get("kind") == "request"]
+    for record, result in zip((r for r in records[1:] if r.get("kind") == "request"), results, strict=True):
+        if "decode_note" not in record:  # written before the rule: judged by it now, from its own chunk times
+            judge_decode(result)
+    results.sort(key=lambda r: r.index)  # written as they finished; a finished run holds them by index
     end = next((r for r in records if r.get("kind") == "end"), None)
     return BenchRun(config, head.get("url", ""), results, head.get("started_at", ""),
                     end["duration_s"] if end else None, head.get("server_info_before"),

@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import RequestResult
 
-__all__ = ["RequestFailure", "StreamParser", "fill_metrics", "native_tail", "snip"]
+__all__ = ["RequestFailure", "StreamParser", "fill_metrics", "judge_decode", "native_tail", "snip"]
 
 
 class RequestFailure(Exception):
@@ -235,10 +235,48 @@ def fill_metrics(result: RequestResult, stream: StreamParser, sent_ns: int, end_
     decode_s = (times[-1] - times[0]) / 1e9
     result.decode_tokens = round(decode_tokens)
     result.decode_s = decode_s
-    if decode_tokens > 0 and decode_s > 0:
-        result.decode_tok_s = decode_tokens / decode_s
-        result.itl_token_ms = decode_s * 1e3 / decode_tokens
-        result.itl_chunk_ms = decode_s * 1e3 / (len(tokens) - 1)
+    result.reads = len(set(times))
+    judge_decode(result)
+
+
+def judge_decode(result: RequestResult) -> None:
+    """The request's decode rate and latencies between tokens, when its arrival times show the decode.
+
+    The rate is the tokens after the first chunk over the time from the first chunk to the last, so it
+    is only as good as the arrival times. When the decode tokens arrive at once, because the client read
+    many events in one go (a busy client, or a proxy that buffers) or the server sent many steps' tokens
+    in one event (sglang streams the latest output when its reader lags), the span shrinks to almost
+    nothing and the rate grows without bound (255 tokens in 1.5 ms: 170,000 tok/s). So a request
+    has a decode rate only when its decode tokens arrived at two or more instants after the first chunk
+    and no single instant brought more than half of them; otherwise ``decode_note`` says what arrived
+    when, and the request stays out of ``decode_tok_s`` and the latencies between tokens (it still counts
+    as a success, with its tokens, time to first token and end-to-end time). A request of one or two
+    decode tokens is therefore left out too: its decode is not seen in enough arrivals to be a rate.
+    """
+    result.decode_tok_s = result.itl_token_ms = result.itl_chunk_ms = None
+    times, tokens = result.chunk_t_ms, result.chunk_tokens
+    decode = sum(tokens) - tokens[0] if tokens else 0
+    if decode <= 0:
+        result.decode_note = None
+        return
+    at: dict[float, float] = {}
+    events: dict[float, int] = {}
+    for t, k in zip(times[1:], tokens[1:], strict=True):
+        at[t] = at.get(t, 0) + k
+        events[t] = events.get(t, 0) + 1
+    when, most = max(at.items(), key=lambda item: item[1])
+    later = sum(1 for t in at if t != times[0])
+    if later >= 2 and most * 2 <= decode:
+        result.decode_note = None
+        span = result.decode_s or (times[-1] - times[0]) / 1e3  # seconds (from the clock's ns when measured here)
+        result.decode_tok_s = decode / span
+        result.itl_token_ms = span * 1e3 / decode
+        result.itl_chunk_ms = span * 1e3 / (len(tokens) - 1)
+        return
+    where = "with the first token" if when == times[0] else f"{when - times[0]:.1f} ms after the first token"
+    result.decode_note = (f"{most:g} of its {decode:g} decode tokens arrived at one instant, {where} "
+                          f"({events[when]} event(s) in one read; {len(set(times))} reads for {len(times)} events "
+                          "in all)")
 
 
 def _resolve_counts(result: RequestResult, stream: StreamParser) -> list:

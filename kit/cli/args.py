@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import common_options, emit_json, host_for, local_file, plain
+from .common import common_options, emit_json, host_for, local_file, plain, server_for
 
 __all__ = ["register", "route_target"]
 
@@ -190,10 +190,9 @@ def _read_text(found, tree) -> str:
 def cmd_args_show(args) -> int:
     from kit.server_args import CLASSIFY_COLUMNS, classify_server_rows, effective_args
     from kit.source import SourceTree
-    from kit.target import parse_target
 
     with host_for(args) as host:
-        server = _find(host, args, lab=parse_target(args.target)["kind"] == "lab")
+        server = server_for(host, args, required=True, prefetch={"server_info": 10.0})  # /server_info with it
         tree = SourceTree.of_server(server)
         if host.name != "local":
             tree = tree.snapshot()
@@ -206,13 +205,6 @@ def cmd_args_show(args) -> int:
         return 0
     sys.stdout.write(_args_text(server, snapshot, shown, len(rows), args))
     return 0
-
-
-def _find(host, args, lab: bool):
-    from kit.target import resolve_server
-
-    # /server_info comes back with discovery: one round trip for both
-    return resolve_server(host, "lab" if lab else None, pid=args.pid, port=args.port, prefetch={"server_info": 10.0})
 
 
 def _args_text(server, snapshot, frame: list[dict], total: int, args) -> str:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import sys
+import time
+from pathlib import Path
 
 from kit.bench.config import API_PATHS, DEFAULT_PORT
 from kit.errors import BenchError
 
-from .common import common_options, emit_json, ssh_options
+from .common import common_options, emit_json, host_for, server_for, ssh_options
 
 __all__ = ["register"]
 
@@ -20,9 +22,11 @@ def register(sub) -> None:
               "[--max-tokens K] [--out FILE] [--json]\n       sgl-kit bench compare A.jsonl B.jsonl [--json]",
         description="Stream requests to an SGLang server and measure per-request decode tok/s, time to first "
                     "token, latency between tokens (per token and per chunk) and speculative accept length, "
-                    "with token counts from the server. TARGET_OR_URL is http://host:port, `local`, or an "
-                    "SSH target (the server port, --port, is forwarded). Each finished request is appended to "
-                    "the run file (default runs/bench-*.jsonl). `bench compare A B` gives B - A in mean decode "
+                    "with token counts from the server. TARGET_OR_URL is http://host:port, `lab` (the lab's server, "
+                    "wherever it runs), `local`, or an SSH target (the server port, --port, is forwarded). Each "
+                    "finished request is appended to the run file (default runs/bench-*.jsonl), so Ctrl-C keeps "
+                    "what finished. A request whose decode tokens all arrived at once has no decode rate and is "
+                    "named, not averaged in. `bench compare A B` gives B - A in mean decode "
                     "tok/s with a bootstrap 95% confidence interval and a verdict.")
     p.add_argument("target", metavar="TARGET_OR_URL")
     p.add_argument("runs", nargs="*", help="with `compare`: the two run files A and B")
@@ -38,7 +42,8 @@ def register(sub) -> None:
     p.add_argument("--input-len-min", type=int, default=None, help="random prompt lengths from this to --input-len")
     p.add_argument("--prompts", metavar="FILE", help="JSONL of prompts instead of random words")
     p.add_argument("--model", help="OpenAI model name (default: first of /v1/models)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"server port on the target (default {DEFAULT_PORT})")
+    p.add_argument("--port", type=int, default=None,
+                   help=f"server port on the target (default {DEFAULT_PORT}; for the target lab, the port it runs on)")
     p.add_argument("--stall-timeout", type=float, default=60.0, help="seconds without data that end a request")
     p.add_argument("--label", help="a name for this run (shown in comparisons)")
     p.add_argument("--out", metavar="FILE", help="run file (default runs/bench-<time>-<api>-c<N>.jsonl)")
@@ -48,7 +53,7 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from kit.bench import BenchConfig, bench_async, describe_endpoint, progress_for, resolve_url, run_sync
+    from kit.bench import BenchConfig, bench_async, describe_endpoint, progress_for, run_path, run_sync
 
     if args.target == "compare":
         return cmd_compare(args)
@@ -59,11 +64,18 @@ def cmd_bench(args) -> int:
                       warmup=args.warmup, max_tokens=args.max_tokens, ignore_eos=args.ignore_eos,
                       input_len=args.input_len, input_len_min=args.input_len_min, prompts_file=args.prompts,
                       model=args.model, stall_timeout=args.stall_timeout, label=args.label)
-    ssh = {} if args.target.startswith(("http://", "https://")) else ssh_options(args)
-    url, host = resolve_url(args.target, port=args.port, **ssh)
+    url, host, port = _where(args)
+    out = Path(args.out) if args.out else run_path(cfg)
     bar = progress_for("auto", cfg)
+    started = time.time()
     try:
-        run = run_sync(bench_async(url, cfg, out=args.out, progress=bar, endpoint=describe_endpoint(host, args.port)))
+        run = run_sync(bench_async(url, cfg, out=out, progress=bar, endpoint=describe_endpoint(host, port)))
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+            bar = None
+        sys.stderr.write(f"sgl-kit: {_kept(out, started, cfg.requests)}\n")
+        return 130  # as the shell reports a Ctrl-C
     finally:
         if bar is not None:
             bar.close()
@@ -72,8 +84,44 @@ def cmd_bench(args) -> int:
     if args.json:
         emit_json({"path": run.path, "url": run.url, "totals": run.totals, "summary": _frame_dict(run.summary())})
     else:
-        sys.stdout.write(run.to_text() + f"\nwritten to {run.path}\n")
+        sys.stdout.write(run.to_text() + f"\nmeasured at {run.url}; written to {run.path}\n")
     return 0 if run.totals["ok"] else 1
+
+
+def _where(args):
+    """(url, host holding any forward, the server's port): the lab's server through the one target resolver
+    (kit.target.resolve_server, which also says which launch the lab runs), else --port on the target."""
+    from kit.bench import resolve_url
+    from kit.target import parse_target
+
+    if args.target.startswith(("http://", "https://")):
+        return args.target.rstrip("/"), None, None
+    if parse_target(args.target)["kind"] == "lab":
+        host = host_for(args)
+        server = server_for(host, args, required=True)
+        return server.url, host, server.port
+    port = DEFAULT_PORT if args.port is None else args.port
+    url, host = resolve_url(args.target, port=port, **ssh_options(args))
+    return url, host, port
+
+
+def _kept(path: Path, started: float, requests: int) -> str:
+    """What an interrupted run left: how many requests finished, and where they are (or that nothing was kept)."""
+    from kit.bench import BenchRun
+
+    try:
+        fresh = path.stat().st_mtime >= started - 1
+        run = BenchRun.load(path) if fresh else None
+    except (OSError, BenchError):
+        run = None
+    if run is None:
+        return "interrupted before any measured request finished; no run file was written"
+    if not run.results:
+        path.unlink(missing_ok=True)
+        return "interrupted before any measured request finished; the empty run file was removed"
+    ok = sum(r.ok for r in run.results)
+    return (f"interrupted: {len(run.results)} of {requests} requests had finished ({ok} ok); they are in {path}, "
+            f"marked unfinished (`sgl-kit bench compare` reads it)")
 
 
 def cmd_compare(args) -> int:

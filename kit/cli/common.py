@@ -199,6 +199,8 @@ def server_for(host, args, required: bool = False, prefetch: bool | dict = False
     from kit.target import resolve_server
 
     args.server = resolve_server(host, args.target, pid=pid, port=port, prefetch=prefetch)  # kit.target.discover
+    if args.server.notice:  # the target's one line about what it found (the lab's launch), on stderr
+        sys.stderr.write(f"sgl-kit: {args.server.notice}\n")
     return args.server
 
 

@@ -21,12 +21,33 @@ def register(sub) -> None:
                                  ("down", "stop the server the lab started", cmd_lab_down),
                                  ("status", "is the lab running, where, with which command", cmd_lab_status),
                                  ("restart", "stop, then start with new flags (or the same)", cmd_lab_restart)):
-        p = actions.add_parser(name, help=helptext, description=helptext + ".",
+        p = actions.add_parser(name, help=helptext, description=helptext + "." + _LAUNCH_HELP.get(name, ""),
                                usage=f"sgl-kit lab {name} [options]" + (" [-- SGLANG_FLAGS...]"
-                                                                       if name in ("up", "restart") else ""))
+                                                                       if name in ("up", "restart") else ""),
+                               epilog=_EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
         _lab_options(p, starts=name in ("up", "restart"))
         common_options(p)
         p.set_defaults(func=func)
+
+
+_LAUNCH_HELP = {
+    "up": "\n\nThe launch: --variant NAME is one of the incident's launches (default new, the slow one); flags "
+          "after -- are added to it (a flag the variant has takes the value given after --). Flags after -- "
+          "with no --variant are the whole launch. `sgl-kit lab status` shows the launch and its command.\n\n"
+          "The port: --port N, else $SGL_KIT_LAB_PORT or 30000 when free, else the next free port (the output "
+          "says which). Every command that takes the target `lab` finds the lab where it runs.",
+    "restart": "\n\nThe launch: --variant NAME with flags after -- added to it (a flag the variant has takes the "
+               "value given after --); flags after -- alone are the whole launch; neither is the launch that "
+               "ran, again. The port and address stay unless --port or --host say otherwise. The output shows "
+               "the launch and its command.",
+}
+_EXAMPLES = {
+    "up": "examples:\n  sgl-kit lab up                                   # the incident's slow launch (variant new)\n"
+          "  sgl-kit lab up --variant fixed -- --enable-metrics   # the fixed launch, with /metrics\n"
+          "  sgl-kit lab up --port 30010",
+    "restart": "examples:\n  sgl-kit lab restart --variant new -- --enable-metrics   # the slow launch, with /metrics\n"
+               "  sgl-kit lab restart --variant fixed\n  sgl-kit lab restart --port 30010   # the same launch, elsewhere",
+}
 
 
 def _lab_options(p: argparse.ArgumentParser, starts: bool) -> None:
@@ -39,10 +60,12 @@ def _lab_options(p: argparse.ArgumentParser, starts: bool) -> None:
     p.add_argument("--variant", choices=("new", "old", "fixed", "nospec", "nospec_fixed"),
                    help="the incident's launch to reproduce (default: new, the slow one; old: 3 speculative steps; "
                         "fixed: old with --enforce-piecewise-cuda-graph; nospec: no speculative decoding; "
-                        "nospec_fixed: nospec with --enforce-piecewise-cuda-graph)")
-    p.add_argument("--port", type=int, default=None, help="HTTP port (default: 30000)")
-    p.add_argument("--host", dest="bind", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--scenario", default="incident", help="throughput model in kit/data/scenarios (default: incident)")
+                        "nospec_fixed: nospec with --enforce-piecewise-cuda-graph); flags after -- are added to it")
+    p.add_argument("--port", type=int, default=None,
+                   help="HTTP port (default: $SGL_KIT_LAB_PORT or 30000 when free, else the next free one)")
+    p.add_argument("--host", dest="bind", default=None, help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--scenario", default=None, help="throughput model in kit/data/scenarios (default: incident; "
+                                                     "restart: the one that ran)")
     p.add_argument("--wait", type=float, default=None,
                    help="seconds to wait for /health (default: 60; 300 for --engine sglang)")
     p.add_argument("--engine", choices=("stand-in", "sglang"), default=None,
@@ -90,7 +113,7 @@ def cmd_lab_up(args) -> int:
     lab = _lab(args)
     with lab.host:
         status = lab.up(variant=args.variant, flags=args.cmd or None, port=args.port,
-                        host=args.bind, scenario=args.scenario, timeout=args.wait)
+                        host=args.bind or "127.0.0.1", scenario=args.scenario or "incident", timeout=args.wait)
         _print_status(args, status)
     return 0
 
@@ -112,9 +135,13 @@ def cmd_lab_status(args) -> int:
 
 def cmd_lab_restart(args) -> int:
     lab = _lab(args)
-    options = {"host": args.bind, "scenario": args.scenario, "timeout": args.wait}
+    options = {"timeout": args.wait}
+    if args.scenario:
+        options["scenario"] = args.scenario
     if args.port:
         options["port"] = args.port
+    if args.bind:
+        options["host"] = args.bind
     with lab.host:
         _print_status(args, lab.restart(flags=args.cmd or None, variant=args.variant, **options))
     return 0

@@ -210,6 +210,11 @@ def _profile_online(args) -> int:
     if args.steps < 1:
         raise KitError(f"--steps must be 1 or more, not {args.steps}", hint="e.g. --steps 8")
     server = _server(args, required=True)
+    if server.kind == "lab":  # the stand-in answers sglang's API but runs no model: nothing to record
+        raise KitError(f"the lab's stand-in (pid {server.pid}) has no profiler: it models the incident's speed and "
+                       "runs no model, so there is no torch-profiler trace to record",
+                       hint="profile the real engine: `sgl-kit lab down`, `sgl-kit lab up --engine sglang`, then "
+                            "`sgl-kit profile lab`; or summarize traces you have with `sgl-kit profile --trace FILE...`")
     out = args.out or time.strftime("runs/profile-%Y%m%dT%H%M%S")
     progress = None if args.json else (lambda text: sys.stderr.write(f"sgl-kit: {text}\n"))
     run = profile_server(server, steps=args.steps, local_dir=out, timeout=args.timeout, wait=args.wait,

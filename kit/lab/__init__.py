@@ -72,7 +72,8 @@ def ensure_running(target: str = "lab", launch: str | None = None, scenario: str
     wanted = f"variant {launch}" if launch else None
     if not current.running:
         status = lab.up(variant=launch or None, **({"scenario": scenario} if scenario else {}))
-        status.note = f"started the lab with {status.label or 'custom flags'}"
+        status.note = f"started the lab with {status.label or 'custom flags'}" + (f"; {status.note}" if status.note
+                                                                                   else "")
         return status
     if scenario and current.scenario != scenario:
         status = lab.restart(variant=launch or "new", scenario=scenario)

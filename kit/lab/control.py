@@ -40,10 +40,22 @@ __all__ = ["Lab", "LabError", "LabStatus", "variants"]
 SGLANG_VERSION = "0.5.11"
 MODEL_DIR = "Qwen3.6-27B"
 DEFAULT_PORT = 30000
+PORT_ENV = "SGL_KIT_LAB_PORT"  # the port the lab tries first (default 30000); a test sets its own
+LAUNCH_ENV = "SGL_KIT_LAB_LAUNCH"  # which launch the server runs, for discovery (kit/data/launchers.json)
 _DATA = Path(__file__).resolve().parent.parent / "data"
 # Passed on to the server so a lab started by a test or a benchmark sees the same data.
 _PASSED_ENV = (RESOLVED_ENV, DRYRUN_ENV)
 
+
+
+def default_port() -> int:
+    """The port the lab tries first when none is asked for: ``$SGL_KIT_LAB_PORT``, else 30000."""
+    text = os.environ.get(PORT_ENV, "").strip()
+    if not text:
+        return DEFAULT_PORT
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise LabError(f"${PORT_ENV} is {text!r}, not a port", hint=f"set it to 1..65535, or unset it for {DEFAULT_PORT}")
+    return int(text)
 
 
 def variants(version: str = SGLANG_VERSION, scenario: str | None = None) -> dict[str, ResolvedLaunch]:
@@ -179,16 +191,19 @@ class Lab:
     def up(self, variant: str | None = None, flags: list[str] | None = None, port: int | None = None,
            host: str = "127.0.0.1", scenario: str = "incident", timeout: float = 60,
            machine: tuple[str, ...] = ()) -> LabStatus:
-        """Start the lab's server (``variant`` new, old or fixed; default new), unless it already runs.
+        """Start the lab's server, unless it already runs.
 
-        ``flags`` replace the variant's; ``port`` defaults to 30000. When the lab already runs the
-        launch asked for, its status comes back with a note; when it runs another one, or on another
-        port than the one asked for, LabError says so, since starting nothing would leave a different
-        server than the one asked for.
+        The launch: ``variant`` (new, old or fixed) with ``flags`` added to it (a flag the variant
+        has takes the value given here); ``flags`` alone are the whole launch; neither is the
+        variant new, the incident's slow launch. ``port`` None: ``$SGL_KIT_LAB_PORT`` or 30000
+        when free, else the next free port, and the status's note says so. When the lab already
+        runs the launch asked for, its status comes back with a note; when it runs another one,
+        or on another port than the one asked for, LabError says so, since starting nothing would
+        leave a different server than the one asked for.
         """
         current = self.status()
         if current.running:
-            self._check_same(current, variant, flags)
+            self._check_same(current, variant, flags, scenario)
             if port is not None and current.port != port:
                 raise LabError(
                     f"the lab on {self.host.name} already runs on port {current.port} (pid {current.pid}); "
@@ -198,42 +213,64 @@ class Lab:
                              "--dir DIR for a second one)")
             current.note = "already running; `sgl-kit lab restart` to change its flags"
             return current
-        port = DEFAULT_PORT if port is None else port
         self.prepare()
-        argv, label = self._command(variant or "new", flags, port, host, scenario)
+        port, moved = self._port(port, host, flags)
+        argv, label, launch = self._command(variant, flags, port, host, scenario)
         port = int(option_value(argv, "--port") or port)
         host = option_value(argv, "--host") or host
-        env = {"SGL_KIT_LAB_SCENARIO": scenario, "CUDA_VISIBLE_DEVICES": "0,1"}
+        env = {"SGL_KIT_LAB_SCENARIO": scenario, "CUDA_VISIBLE_DEVICES": "0,1", LAUNCH_ENV: launch}
         if machine:  # the scenario's stand-in for a change to the machine (kit/lab/throughput.py, MACHINE_ENV)
             env["SGL_KIT_LAB_MACHINE"] = ",".join(machine)
         env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
         args = {"lab_dir": self.directory, "argv": argv, "env": env, "host": host, "port": port,
                 "timeout": timeout, "label": label}
         result = self._agent("start", args, timeout=timeout + 30)
-        return self._started(result, port)
+        status = self._started(result, port)
+        if moved and result.get("outcome") == "started":
+            status.note = moved
+        return status
+
+    def _port(self, port: int | None, host: str, flags: list[str] | None) -> tuple[int, str]:
+        """The port to start on, and a note when the default was taken and another one chosen.
+
+        A port asked for (``port``, or ``--port`` among the flags) is used as it is: when it is
+        taken, starting fails and says by whom."""
+        if port is not None or option_value(list(flags or []), "--port"):
+            return (port if port is not None else default_port()), ""
+        wanted = default_port()
+        found = self._agent("pick_port", {"host": host, "port": wanted})
+        if int(found["port"]) == wanted:
+            return wanted, ""
+        return int(found["port"]), (f"port {wanted} is in use{_holder_text(found.get('holder'))}, so the lab "
+                                    f"listens on {found['port']} (--port N to choose one)")
 
     def _command(self, variant: str | None, flags: list[str] | None, port: int, host: str,
-                 scenario: str | None = None) -> tuple[list, str]:
+                 scenario: str | None = None) -> tuple[list, str, str]:
+        """(argv, label, launch): the server's command, what `lab status` calls it, and the launch's
+        name for discovery (``new``, ``fixed + --enable-metrics``, ``custom``)."""
         python = f"{self.directory}/ml-env/bin/python"
         model = f"{self.directory}/models/{MODEL_DIR}"
-        if flags:
-            return [python, "-m", "kit.lab.launch_server", *_with_defaults(flags, model, host, port)], "custom flags"
+        head = [python, "-m", "kit.lab.launch_server"]
         known = variants(scenario=scenario)
+        if flags and not variant:  # the flags are the whole launch; named after the variant they are, if any
+            name = _variant_named(flags, known)
+            return ([*head, *_with_defaults(flags, model, host, port)],
+                    f"variant {name}" if name else "custom flags", name or "custom")
+        variant = variant or "new"
         if variant not in known:
             raise LabError(f"unknown lab variant {variant!r}",
                            hint=f"use one of {', '.join(known) or '(none: kit/data/resolved/ is empty)'}, "
                                 f"or give sglang flags after --")
-        return ([python, "-m", "kit.lab.launch_server",
-                 *_with_defaults(_rewrite(known[variant].flags(), model, host, port), model, host, port)],
-                f"variant {variant}")
+        merged = _added(_rewrite(known[variant].flags(), model, host, port), list(flags or []))
+        name = variant + (f" + {shlex.join(flags)}" if flags else "")
+        return [*head, *_with_defaults(merged, model, host, port)], f"variant {name}", name
 
     def _started(self, result: dict, port: int) -> LabStatus:
         outcome = result.get("outcome")
         if outcome == "port-in-use":
-            holder = result.get("holder") or {}
-            who = f" by pid {holder['pid']} ({' '.join(holder.get('argv', [])[:6])})" if holder else ""
-            raise LabError(f"port {port} on {self.host.name} is already in use{who}",
-                           hint="pick another with --port, or stop what listens there")
+            raise LabError(f"port {port} on {self.host.name} is already in use{_holder_text(result.get('holder'))}",
+                           hint="pick another with --port, or leave --port out and the lab picks a free one, or "
+                                "stop what listens there")
         if outcome in ("exited", "timeout"):
             tail = "\n    ".join(_what_failed(result.get("log_tail") or ["(empty log)"]))
             what = (f"exited with status {result.get('exit_code')}" if outcome == "exited"
@@ -258,44 +295,49 @@ class Lab:
         return self._status(self._agent("status", {"lab_dir": self.directory}))
 
     def restart(self, flags: list[str] | None = None, variant: str | None = None, **options) -> LabStatus:
-        """Stop and start again: with new flags, another variant, or the same command and port."""
+        """Stop and start again: with new flags, another variant (and flags added to it, as in
+        :meth:`up`), or, given neither, the same launch; on the same port unless ``port`` says."""
         previous = self.status()
         self.down()
         if previous.running:
             options.setdefault("port", previous.port)
+            if previous.address:
+                options.setdefault("host", previous.address.rsplit(":", 1)[0])
             if previous.scenario:
                 options.setdefault("scenario", previous.scenario)
             if not flags and not variant:
-                flags = _flags_of(previous.argv)
+                flags = _without_place(_flags_of(previous.argv))
         try:
-            return self.up(variant=variant or "new", flags=flags, **options)
+            return self.up(variant=variant, flags=flags, **options)
         except LabError as exc:
             if not previous.running:
                 raise
-            old = _flags_of(previous.argv)
+            old = _without_place(_flags_of(previous.argv))
             raise LabError(
                 f"{exc.message}\nThe lab's previous server ({previous.label or 'custom flags'}, pid {previous.pid}) "
                 f"was stopped first, so none runs now.",
-                hint=f"bring it back with Lab.up(flags={old!r})",
+                hint=f"bring it back with Lab.up(flags={old!r}, port={previous.port})",
                 cli_hint=f"bring it back with `sgl-kit lab up --port {previous.port} -- {shlex.join(old)}`",
             ) from None
 
-    def _check_same(self, current: LabStatus, variant: str | None, flags: list[str] | None) -> None:
-        if flags:
-            wanted_label = "custom flags"
-            same = _comparable(_flags_of(current.argv)) == _comparable(list(flags))
-        elif variant:
-            wanted_label = f"variant {variant}"
-            same = current.label == wanted_label
-        else:
+    def _check_same(self, current: LabStatus, variant: str | None, flags: list[str] | None,
+                    scenario: str | None = None) -> None:
+        if not flags and not variant:
             return  # nothing in particular asked for: whatever runs will do
+        if flags and not variant:
+            name = _variant_named(flags, variants(scenario=scenario))
+            wanted_label = f"variant {name}" if name else "custom flags"
+            same = _options(_flags_of(current.argv)) == _options(list(flags))
+        else:
+            wanted_label = f"variant {variant}" + (f" + {shlex.join(flags)}" if flags else "")
+            same = current.label == wanted_label
         if not same:
-            what = f"--variant {variant}" if not flags else "-- " + shlex.join(flags)
+            what = (f"--variant {variant}" if variant else "") + (" -- " + shlex.join(flags) if flags else "")
             raise LabError(
                 f"the lab on {self.host.name} already runs {current.label or 'custom flags'} (pid {current.pid}); "
                 f"this asked for {wanted_label}",
                 hint=f"Lab.restart(variant={variant!r}, flags={flags!r}) stops it and starts the one asked for",
-                cli_hint=f"`sgl-kit lab restart {what}` stops it and starts the one asked for",
+                cli_hint=f"`sgl-kit lab restart {what.strip()}` stops it and starts the one asked for",
             )
 
     def _status(self, result: dict) -> LabStatus:
@@ -322,8 +364,64 @@ def _what_failed(lines: list[str]) -> list[str]:
 
 
 
-def _comparable(flags: list[str]) -> list[str]:
-    """A launch's flags without where it listens and which model directory it reads."""
+def _options(flags: list[str]) -> dict[str, str | None]:
+    """A launch's options by name (the last value wins, None for a switch), without where it listens and
+    which model directory it reads: two launches with the same options are the same launch."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(flags):
+        tok = flags[i]
+        name, eq, value = tok.partition("=")
+        if not eq and i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+            value, i = flags[i + 1], i + 1
+        elif not eq:
+            value = None
+        if name.startswith("--") and name not in _VALUE_FLAGS:
+            out[name] = value
+        i += 1
+    return out
+
+
+def _variant_named(flags: list[str], known: dict[str, ResolvedLaunch]) -> str | None:
+    """The variant whose launch these flags are (its options, whatever their order), or None."""
+    mine = _options(list(flags))
+    return next((name for name, launch in known.items() if _options(launch.flags()) == mine), None)
+
+
+def _added(base: list[str], extra: list[str]) -> list[str]:
+    """``base`` with ``extra`` added at the end; an option both have is left out of ``base``, so it has
+    ``extra``'s value (also for a reader that takes the first value rather than the last)."""
+    given = _options(extra)
+    out, i = [], 0
+    while i < len(base):
+        tok = base[i]
+        name, eq, _ = tok.partition("=")
+        takes = not eq and i + 1 < len(base) and not base[i + 1].startswith("--")
+        if name in given:
+            i += 2 if takes else 1
+            continue
+        out += base[i:i + (2 if takes else 1)]
+        i += 2 if takes else 1
+    return out + list(extra)
+
+
+def _holder_text(holder: dict | None) -> str:
+    """`` by pid 123 (python -m ...)`` for the process that holds a port, on one line."""
+    if not holder:
+        return ""
+    command = " ".join(" ".join(holder.get("argv") or []).split())
+    return f" by pid {holder['pid']}" + (f" ({command[:100]}{'...' if len(command) > 100 else ''})" if command else "")
+
+
+def _flags_of(argv: list[str]) -> list[str]:
+    for i, tok in enumerate(argv):
+        if tok.endswith("launch_server"):
+            return argv[i + 1:]
+    return argv
+
+
+def _without_place(flags: list[str]) -> list[str]:
+    """Flags without --model-path/--host/--port, which the lab adds for its own directory and port."""
     out, i = [], 0
     while i < len(flags):
         head = flags[i].split("=", 1)[0]
@@ -333,13 +431,6 @@ def _comparable(flags: list[str]) -> list[str]:
         out.append(flags[i])
         i += 1
     return out
-
-
-def _flags_of(argv: list[str]) -> list[str]:
-    for i, tok in enumerate(argv):
-        if tok.endswith("launch_server"):
-            return argv[i + 1:]
-    return argv
 
 
 _VALUE_FLAGS = {"--model-path": "model", "--model": "model", "--host": "host", "--port": "port"}

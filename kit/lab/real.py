@@ -45,7 +45,7 @@ from kit.errors import LabError
 from kit.hosts import Host
 
 from . import tiny_model
-from .control import Lab, LabStatus, _flags_of, _what_failed
+from .control import LAUNCH_ENV, Lab, LabStatus, _flags_of, _what_failed, _without_place
 
 __all__ = ["ENGINES", "RealLab", "RealLabStatus", "default_flags", "lab_for"]
 
@@ -190,16 +190,20 @@ class RealLab(Lab):
                                cli_hint=f"`sgl-kit lab restart --port {port}` moves it there")
             current.note = "already running; `sgl-kit lab restart` to change its flags"
             return current
-        port = 30000 if port is None else port
         self.prepare()
+        port, moved = self._port(port, host, flags)
         argv = self._real_command(flags, port, host)
         port = int(option_value(argv, "--port") or port)
         host = option_value(argv, "--host") or host
-        args = {"lab_dir": self.directory, "argv": argv, "env": dict(_SERVER_ENV), "host": host, "port": port,
-                "timeout": timeout, "label": "custom flags" if flags else "default CPU launch",
-                "launcher": LAUNCHER, "engine": "sglang", "model": self.model}
+        label = "custom flags" if flags else "default CPU launch"
+        env = {**_SERVER_ENV, LAUNCH_ENV: f"real sglang {self.sglang} on CPU, tiny {self.model}, {label}"}
+        args = {"lab_dir": self.directory, "argv": argv, "env": env, "host": host, "port": port,
+                "timeout": timeout, "label": label, "launcher": LAUNCHER, "engine": "sglang", "model": self.model}
         result = self._agent("start", args, timeout=timeout + 60)
-        return self._real_started(result, port)
+        status = self._real_started(result, port)
+        if moved and result.get("outcome") == "started":
+            status.note = moved
+        return status
 
     def _real_command(self, flags: list[str] | None, port: int, host: str) -> list[str]:
         given = list(flags) if flags else default_flags()
@@ -277,19 +281,6 @@ def _tail(path: Path, size: int = 8192) -> list[str]:
             return fh.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return []
-
-
-def _without_place(flags: list[str]) -> list[str]:
-    """Flags without --model-path/--host/--port, which the lab adds for its own directory and port."""
-    out, i = [], 0
-    while i < len(flags):
-        head = flags[i].split("=", 1)[0]
-        if head in ("--model-path", "--model", "--host", "--port"):
-            i += 1 if "=" in flags[i] else 2
-            continue
-        out.append(flags[i])
-        i += 1
-    return out
 
 
 def lab_for(host: Host | None = None, directory: str | None = None, python: str = "python3",

@@ -177,7 +177,9 @@ def _refused(url: str, path: str, status: int, text: str, log_tail: list[str]) -
     if status in (404, 405, 501):
         return MetricsError(f"POST {url}{path}: HTTP {status}: no such endpoint (not an sglang server, or a "
                             "release without HTTP profiling)", url=url + path,
-                            hint="point it at the sglang server's port (sgl-kit profile lab, or --port N)")
+                            hint="point it at the sglang server itself (--port N when the box runs several; "
+                                 "`sgl-kit lab up --engine sglang` for a real one on this machine), or summarize "
+                                 "traces you have with --trace FILE")
     if status in (401, 403):
         return MetricsError(f"POST {url}{path}: HTTP {status}: the server wants its admin API key",
                             url=url + path, hint="sglang's /start_profile is admin-only when --admin-api-key or "
@@ -242,8 +244,7 @@ def profile_server(server, *, steps: int = 8, local_dir: str | os.PathLike, tree
     stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     remote_dir = posixpath.join("/tmp", f"sgl-kit-profile-{stamp}")
     host.run(["mkdir", "-p", remote_dir], timeout=timeout, check=True)
-    local = Path(local_dir)
-    local.mkdir(parents=True, exist_ok=True)
+    local = Path(local_dir)  # made once the server has agreed to profile: a refusal leaves no empty directory
     acts = activities or (["CPU"] if _is_cpu(server) else ["CPU", "GPU"])
     body, unknown = api.body(output_dir=remote_dir, start_step=1, num_steps=steps, activities=acts)
     run = ProfileRun(url, api, body, remote_dir, str(local))
@@ -259,6 +260,7 @@ def profile_server(server, *, steps: int = 8, local_dir: str | os.PathLike, tree
             tail = _tail(server)
         raise _refused(url, "/start_profile", status, text, tail)
     say(f"profiling started: {text.strip()}")
+    local.mkdir(parents=True, exist_ok=True)
 
     done = threading.Event()
     result: dict = {}

@@ -7,9 +7,15 @@ a problem in the result and the rest goes on.
 
 from __future__ import annotations
 
+import gzip
+import posixpath
+import re
+
 from kit.errors import KitError
 
-__all__ = ["server_timeline"]
+__all__ = ["earlier_logs", "server_timeline"]
+
+_ROTATED = re.compile(r"\.(\d+)(\.gz)?$")
 
 
 def server_timeline(server=None, prometheus=None, *, since: str | float = "24h", end: float | None = None,
@@ -20,7 +26,8 @@ def server_timeline(server=None, prometheus=None, *, since: str | float = "24h",
     ``prometheus`` is a URL (credentials from ``$SGL_KIT_PROMETHEUS_TOKEN`` or
     ``$SGL_KIT_PROMETHEUS_USER``/``_PASSWORD``), a :class:`~kit.metrics.Prometheus`, or None
     (the log only). ``selector`` defaults to the server's port (``{instance=~".+:30000"}``);
-    ``log_text`` to the server's log file; ``version`` to the server's sglang release.
+    ``log_text`` to the server's log file and its rotated predecessors (:func:`earlier_logs`);
+    ``version`` to the server's sglang release.
     """
     from .names import metric_names
     from .prometheus import Prometheus
@@ -33,7 +40,7 @@ def server_timeline(server=None, prometheus=None, *, since: str | float = "24h",
         started = getattr(server, "started_at", None)
         if log_text is None:
             try:
-                log_text = server.log_text()
+                log_text = earlier_logs(server, problems) + server.log_text()
             except KitError as err:
                 problems.append(f"the server's log: {err.message}")
         if selector is None and getattr(server, "port", None):
@@ -50,3 +57,33 @@ def server_timeline(server=None, prometheus=None, *, since: str | float = "24h",
                       log_text=log_text, log_tz=log_tz, process_started=started)
     result.problems[:0] = problems
     return result
+
+
+def earlier_logs(server, problems: list[str] | None = None) -> str:
+    """The server's rotated logs, oldest first, as one text: ``server.log.2.gz``, ``server.log.1`` beside
+    ``server.log`` (logrotate's names; the lab keeps its last runs so), so a restart that began a new log
+    still shows, with the launch before it. '' when there are none; one that cannot be read is a problem."""
+    path = getattr(server, "log_path", None)
+    host = getattr(server, "host", None)
+    if not path or host is None:
+        return ""
+    folder, name = posixpath.split(path)
+    res = host.run(["find", folder or ".", "-maxdepth", "1", "-name", f"{name}.[0-9]*"], timeout=30)
+    found = []
+    for line in res.stdout.splitlines():
+        match = _ROTATED.search(line[len(path):]) if line.startswith(path) else None
+        if match and line[len(path):] == match.group(0):
+            found.append((int(match.group(1)), line))
+    texts = []
+    for _, rotated in sorted(found, reverse=True):
+        try:
+            data = host.read_bytes(rotated)
+            if rotated.endswith(".gz"):
+                data = gzip.decompress(data)
+        except (KitError, OSError, EOFError) as err:
+            if problems is not None:
+                problems.append(f"the rotated log {rotated}: {getattr(err, 'message', err)}")
+            continue
+        text = data.decode("utf-8", "replace")
+        texts.append(text if text.endswith("\n") else text + "\n")
+    return "".join(texts)

@@ -158,8 +158,6 @@ def timeline(prometheus=None, *, since: str | float = "24h", end: float | None =
         restarts += [(t, t, f"startup line in the log ({snap.source})") for t, snap in startups if start <= t <= end]
         if version is None:
             version = next((s.version for _, s in reversed(startups) if s.version), None)
-    if process_started and start <= process_started <= end:
-        restarts.append((process_started, process_started, "the running process started then (ps)"))
     frames = [f for f in frames if len(f)]
     frame = pd.concat(frames, ignore_index=True) if frames else empty_frame()
     # An accept length counts the verified token itself (>= 1): sglang's gauge reads 0 until a speculative
@@ -172,7 +170,10 @@ def timeline(prometheus=None, *, since: str | float = "24h", end: float | None =
         frame = frame[~unset].reset_index(drop=True)
     # Metric evidence is an interval around the restart already; the slack only joins what the
     # step blurs, and never more than two minutes (two startup lines are two restarts anyway).
-    merged = _merge(restarts, startups, min(max(2 * step_s, 5.0), 120.0))
+    slack = min(max(2 * step_s, 5.0), 120.0)
+    merged = _merge(restarts, startups, slack)
+    if process_started and start <= process_started <= end:
+        _process_start(merged, process_started, startups, slack)
     segments = _segments(frame, merged, start, end)
     for metric in PANELS.values():
         if metric not in missing and not (frame["metric"] == metric).any():
@@ -322,7 +323,9 @@ def _merge(evidence: list[tuple[float, float, str]], startups, slack: float) -> 
             continue
         out.append(Restart(t0, t1, [what]))
     for i, (t, snap) in enumerate(startups):
-        hit = next((r for r in out if r.at - slack <= t <= r.until + slack), None)
+        line = f"startup line in the log ({snap.source})"
+        hit = next((r for r in out if line in r.evidence), None) or \
+            next((r for r in out if r.at - slack <= t <= r.until + slack), None)
         if hit is None:
             continue
         if i == 0:
@@ -335,6 +338,25 @@ def _merge(evidence: list[tuple[float, float, str]], startups, slack: float) -> 
         hit.version = (before.version, snap.version)
         hit.log_line = snap.source
     return out
+
+
+def _process_start(restarts: list[Restart], started: float, startups, slack: float) -> None:
+    """The running process' start time (ps) joins the restart of its own startup line (the first one from a
+    second before it, within ``slack``: the process writes it just after it starts), else the restart nearest
+    to it within ``slack``, else it is a restart of its own. It is a point in time: it never stretches one
+    restart over the next, as it would if merged by order with the other evidence."""
+    what = "the running process started then (ps)"
+    own = [snap for t, snap in startups if started - 1.0 <= t <= started + slack]
+    line = f"startup line in the log ({own[0].source})" if own else None
+    hit = next((r for r in restarts if line in r.evidence), None) if line else None
+    if hit is None:
+        near = [r for r in restarts if r.at - slack <= started <= r.until + slack]
+        hit = min(near, key=lambda r: abs(r.at - started)) if near else None
+    if hit is None:
+        restarts.append(Restart(started, started, [what]))
+        restarts.sort(key=lambda r: r.at)
+    elif what not in hit.evidence:
+        hit.evidence.append(what)
 
 
 def _segments(frame, restarts: list[Restart], start: float, end: float):
