@@ -31,12 +31,15 @@ def _variant_flags(variant: str) -> list[str]:
     return _rewrite(launch.flags(), MODEL, "127.0.0.1", 31999)
 
 
-def test_the_committed_snapshots_are_the_incidents_three_launches():
+def test_the_committed_snapshots_are_the_incidents_launches():
     launches = {x.variant: x for x in load_launches("0.5.11")}
-    assert list(launches) == ["new", "old", "fixed"]
+    assert list(launches) == ["new", "old", "fixed", "nospec", "nospec_fixed"]
     got = {v: (x.fields["speculative_num_steps"], x.fields["speculative_num_draft_tokens"],
                x.fields["disable_piecewise_cuda_graph"]) for v, x in launches.items()}
-    assert got == {"new": (1, 2, True), "old": (3, 4, True), "fixed": (3, 4, False)}
+    assert got == {"new": (1, 2, True), "old": (3, 4, True), "fixed": (3, 4, False),
+                   "nospec": (None, None, True), "nospec_fixed": (None, None, False)}
+    assert launches["nospec"].fields["speculative_algorithm"] is None
+    assert "--enforce-piecewise-cuda-graph" in launches["nospec_fixed"].flags()
     assert "--enforce-piecewise-cuda-graph" in launches["fixed"].flags()
     assert "--device" not in launches["new"].flags()  # the dry-run's own flag, not the launch's
 
