@@ -156,6 +156,8 @@ def _findings_table(findings: Any) -> str:
         fixes = [f"<code style='white-space:{'nowrap' if len(str(c)) <= _LONGEST else 'normal'}'>"
                  f"{breakable(str(c))}</code>" for c in f.changes] + [breakable(a) for a in f.advice]
         fixes += [f"<i>do not:</i> {breakable(a)}" for a in f.avoid]
+        fixes += [f"<i>check:</i> <code>{e(str(c))}</code> is predicted to change nothing here ({breakable(why)})"
+                  for c, why in getattr(f, "checks", []) or []]
         rows.append(td(str(n)) + td(f"<b>{e(f.title)}</b><br><code>{e(f.id)}</code>"
                                      + (f" <small>{e(', '.join(f.affects))}</small>" if f.affects else ""))
                     + td(f"{e(impact)}<br><small>{breakable(est.reason)}</small>")

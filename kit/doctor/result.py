@@ -28,7 +28,6 @@ line (its callers' in any module included), or a literal written that is not the
 
 from __future__ import annotations
 
-import html
 import shlex
 import textwrap
 from dataclasses import dataclass, field
@@ -302,31 +301,11 @@ class Diagnosis:
         return f"<Diagnosis {self.target} sglang {self.version}: {n} finding{'s' if n != 1 else ''} [{top}]>"
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td>{n}</td><td><b>{html.escape(f.title)}</b><br><code>{html.escape(f.id)}</code></td>"
-            f"<td>{_impact_cell(f)}<br><small>{html.escape(', '.join(f.affects))}</small></td>"
-            f"<td><ul>{''.join(f'<li>{html.escape(e)}</li>' for e in f.evidence)}</ul>"
-            f"{'<small>' + html.escape(', '.join(f.sites)) + '</small>' if f.sites else ''}</td>"
-            f"<td>{'<br>'.join(f'<code>{html.escape(x)}</code>' for x in f.fix)}"
-            f"{''.join(f'<br><i>do not:</i> {html.escape(a)}' for a in f.avoid)}"
-            f"{_checks_html(f)}</td></tr>"
-            for n, f in enumerate(self.findings, 1))
-        head = (f"<p><b>sgl-kit doctor</b>: {html.escape(self.target)}, sglang "
-                f"{html.escape(self.version or '?')}: {len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}</p>")
-        table = ("<table><tr><th>#</th><th>finding</th><th>impact</th><th>evidence</th><th>fix</th></tr>"
-                 f"{rows}</table>")
-        roof = f"<pre>{html.escape(self.roofline.to_text())}</pre>" if self.roofline is not None else ""
-        fixed = f"<p>the launch with every fix:</p><pre>{html.escape(self.fixed_command)}</pre>" \
-            if self.fixed_command and self.launch_changed else ""
-        problems = "".join(f"<li>{html.escape(p)}</li>" for p in self.problems)
-        return head + (f"<p>could not read everything:</p><ul>{problems}</ul>" if problems else "") \
-            + table + fixed + roof
+        from kit.display import diagnosis_view  # one layout for a notebook (findings, checks, the launch)
+
+        return diagnosis_view(self)._repr_html_()
 
 
-def _impact_cell(f: Finding) -> str:
-    e = f.estimate
-    head = "not estimated" if e.share is None else f"~{e.share:.0%} of {e.metric} ({e.basis})"
-    return f"{html.escape(head)}<br><small>{html.escape(e.reason)}</small>"
 
 
 def _apply(argv: list[str], change: Change) -> list[str]:
@@ -367,8 +346,3 @@ def _wrap(text: str, width: int, first: str, rest: str) -> str:
 
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
-
-
-def _checks_html(finding) -> str:
-    return "".join(f"<br><i>check:</i> <code>{html.escape(str(c))}</code> predicted to change nothing "
-                   f"({html.escape(why)})" for c, why in finding.checks)
