@@ -55,7 +55,8 @@ def sglang_wheel(version: str) -> Path:
 
 
 # What the server reads besides code: scenarios, the resolved launches, the model's config.
-_SERVER_DATA = ("data/scenarios", "data/resolved", "data/lab", "data/mechanisms.yaml")
+_SERVER_DATA = ("data/scenarios", "data/resolved", "data/lab", "data/mechanisms.yaml",
+                "_remote")  # the scripts kit.hosts reads as text, for the LocalHost the gate reader uses
 # Imported by the server only when present (the dry-run needs its own environment, which a
 # remote lab host does not have); the server runs without it.
 _OPTIONAL = ("kit.dryrun",)

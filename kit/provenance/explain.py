@@ -10,7 +10,6 @@ from kit.errors import KitError, UnknownFlag
 from kit.model_config import load_model_config, model_config_beside
 from kit.server_args import cli_defaults, defaults, effective_args, flag_table, lineage, parse_command
 from kit.source import SourceTree
-from kit.target import ENV_PREFIXES
 
 from .guards import explain_write
 from .result import AssignmentSite, FlagExplanation
@@ -100,6 +99,9 @@ def explain_server(server, flag: str, tree=None, **options) -> FlagExplanation:
         config = model_config_beside(server.host, snapshot.get("model_path"))
     environ = options.pop("environ", None)
     if environ is None and server.env_readable:
+        # imported here: the stand-in lab server imports this module, and does not ship kit.target
+        from kit.target import ENV_PREFIXES
+
         environ = Environment(server.env, prefixes=ENV_PREFIXES, where=f"/proc/{server.pid}/environ")
     # the host's machine and its torch's own answers, under whatever probes the caller gives
     from .host_probes import host_probes
