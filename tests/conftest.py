@@ -31,9 +31,9 @@ from pathlib import Path
 import hypothesis
 import pytest
 
-# The real sglang server is a session fixture of this conftest, not of each module that uses it:
+# The real sglang servers are session fixtures of this conftest, not of each module that uses them:
 # a fixture imported into several test modules would be one instance per module (one server each).
-from _real_server_support import real_server  # noqa: F401
+from _real_server_support import SHARED_SERVERS, own_real_server, qwen35_server, real_server  # noqa: F401
 
 # A command line keeps its SSH connection for the next one (kit.hosts.keep). In the suite every
 # command connects on its own, so no test depends on what an earlier one left running; the tests
@@ -413,6 +413,34 @@ def sglang_source(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], s
         return installed[version]
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _shared_real_servers(request):
+    """A test that uses a shared real server (tests/_real_server_support.py) gets it alive, answering and on
+    the launch it started with, whatever ran before; and a test that leaves it otherwise fails, after the
+    server is restarted for the tests that follow."""
+    names = [n for n in SHARED_SERVERS if n in request.fixturenames]
+    if not names:
+        yield
+        return
+    import warnings
+
+    servers = {n: request.getfixturevalue(n) for n in names}
+    for name, server in servers.items():
+        if problem := server.problem():
+            warnings.warn(f"the shared {name} was not fit before this test: {problem}; restarted it", stacklevel=1)
+            server.restore()
+    yield
+    left = {}
+    for name, server in servers.items():
+        if problem := server.problem():
+            server.restore()
+            left[name] = problem
+    if left:
+        pytest.fail("this test left " + "; ".join(f"the shared {n}: {p}" for n, p in left.items())
+                    + ". It was restarted for the tests after it; a test that changes a server takes its own "
+                    "(own_real_server)", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
