@@ -197,8 +197,11 @@ def _sshd_config(directory: Path, port: int, host_key: Path, authorized_keys: Pa
         "MaxAuthTries 10",
         # VERBOSE logs which key authenticated, which helps when an auth test fails.
         "LogLevel VERBOSE",
-        *extra,
+        *[line for line in extra if not line.startswith("SetEnv ")],
     ]
+    # sshd takes the first SetEnv line only: all of them go on one
+    setenv = [line.split(None, 1)[1] for line in extra if line.startswith("SetEnv ")]
+    lines += [f"SetEnv {' '.join(setenv)}"] if setenv else []
     path = directory / "sshd_config"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -280,8 +283,9 @@ class SSHDFactory:
         path = self.root / f"{name}_{self.count}_ed25519"
         return path, _keygen(path, f"kit-test-{name}")
 
-    def start(self, host_key: Path | None = None, port: int | None = None) -> SSHServer:
-        """Start an sshd with the given host key (a new one by default) on a free or given port."""
+    def start(self, host_key: Path | None = None, port: int | None = None, extra: tuple[str, ...] = ()) -> SSHServer:
+        """Start an sshd with the given host key (a new one by default) on a free or given port; ``extra``
+        config lines for this one (e.g. ``SetEnv PIP_NO_INDEX=1``: a host whose pip reaches no index)."""
         if host_key is None:
             host_key, host_key_pub = self.new_host_key()
         else:
@@ -292,7 +296,7 @@ class SSHDFactory:
         attempts = 1 if port is not None else PORT_ATTEMPTS
         for _ in range(attempts):
             chosen = port or _free_port()
-            server = self._launch(directory, chosen, host_key, host_key_pub)
+            server = self._launch(directory, chosen, host_key, host_key_pub, extra)
             if server is not None:
                 return server
         raise RuntimeError(
@@ -300,8 +304,9 @@ class SSHDFactory:
             + (directory / "sshd.log").read_text(errors="replace")
         )
 
-    def _launch(self, directory: Path, port: int, host_key: Path, host_key_pub: str) -> SSHServer | None:
-        config = _sshd_config(directory, port, host_key, self.user_key.authorized_keys, self.extra_config)
+    def _launch(self, directory: Path, port: int, host_key: Path, host_key_pub: str,
+                extra: tuple[str, ...] = ()) -> SSHServer | None:
+        config = _sshd_config(directory, port, host_key, self.user_key.authorized_keys, self.extra_config + list(extra))
         log_path = directory / "sshd.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(

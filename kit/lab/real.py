@@ -97,6 +97,7 @@ class RealLab(Lab):
     """The lab with the real sglang server on CPU, on this machine or an SSH host (kit/lab/real_remote.py)."""
 
     default_wait = DEFAULT_WAIT
+    _builds_env = True  # an SSH host builds its real-server environment with the shipped kit
 
     def __init__(self, host: Host | None = None, directory: str | None = None, python: str = "python3",
                  sglang: str = DEFAULT_SGLANG, model: str = DEFAULT_MODEL, progress=None, *,
