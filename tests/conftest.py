@@ -357,6 +357,10 @@ def make_sshd_factory(root: Path) -> SSHDFactory:
     authorized_keys.write_text(public + "\n")
     # From 9.8, sshd penalises addresses whose connections fail auth; auth tests do exactly that.
     extra = ["PerSourcePenalties no"] if _openssh_version(SSHD) >= (9, 8) else []
+    # The "remote" is this user on this machine, with this HOME: sshd would give the passwd entry's home
+    # (/root), so a suite run with another HOME (an empty one, `make test-fresh`) would find another kit
+    # cache there than its own, and write to the real one. SetEnv comes after sshd's own HOME.
+    extra.append(f"SetEnv HOME={_no_spaces(Path.home())}")
     return SSHDFactory(root=root, user_key=UserKey(key_path, public, authorized_keys), sshd=SSHD,
                        extra_config=extra)
 

@@ -108,7 +108,8 @@ def test_the_real_engine_on_an_ssh_host(sshd, built_here, tmp_path):
         assert stop_everything(lab_dir) == []
 
 
-def test_a_port_in_use_on_the_host_is_refused_and_nothing_runs(sshd, built_here, tmp_path):
+def test_a_port_in_use_on_the_host_is_refused_and_nothing_runs(sshd, tmp_path):
+    """Refused before anything is prepared there: no kit shipped, no environment built or looked for."""
     lab_dir = str(tmp_path / "lab")
     on = ["--on", sshd.alias, "--ssh-config", str(sshd.ssh_config), "--dir", lab_dir]
     with socket.socket() as sock:  # the sshd's host is this machine: a socket here is a port taken there
@@ -118,6 +119,7 @@ def test_a_port_in_use_on_the_host_is_refused_and_nothing_runs(sshd, built_here,
         proc = _sgl_kit("lab", "up", "--engine", "sglang", *on, "--port", str(port), timeout=400)
     error = _one_line_error(proc)
     assert f"port {port} on " in error and "is already in use" in error, proc.stderr
+    assert not (tmp_path / "lab" / "ml-env").exists() and "environment" not in proc.stderr, proc.stderr
     assert _sgl_kit("lab", "status", *on).returncode == 3
     assert stop_everything(lab_dir) == []
 

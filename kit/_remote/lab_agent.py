@@ -266,6 +266,14 @@ def op_start(args):
     return wait_healthy(lab, proc, state, float(args.get("timeout", 60)))
 
 
+def op_port(args):
+    """Whether a server could listen on the port: asked before minutes of preparing a real engine."""
+    host, port = args["host"], int(args["port"])
+    if port_taken(host, port):
+        return {"outcome": "port-in-use", "host": host, "port": port, "holder": port_holder(port)}
+    return {"outcome": "free", "host": host, "port": port}
+
+
 def launch(lab, argv, extra_env):
     env = dict(os.environ)
     env.update(extra_env)
@@ -533,7 +541,7 @@ def file_tail(path, lines=30):
 
 
 OPS = {"info": op_info, "have": op_have, "put": op_put, "prepare": op_prepare, "start": op_start,
-       "stop": op_stop, "status": op_status, "relaunch": op_relaunch}
+       "stop": op_stop, "status": op_status, "relaunch": op_relaunch, "port": op_port}
 
 
 def main():

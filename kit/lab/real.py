@@ -192,10 +192,14 @@ class RealLab(Lab):
             current.note = "already running; `sgl-kit lab restart` to change its flags"
             return current
         port = 30000 if port is None else port
-        self.prepare()
         argv = self._real_command(flags, port, host)
         port = int(option_value(argv, "--port") or port)
         host = option_value(argv, "--host") or host
+        # a port in use is said before preparing, which may build the environment for minutes
+        taken = self._agent("port", {"host": host, "port": port})
+        if taken.get("outcome") == "port-in-use":
+            return self._real_started(taken, port)
+        self.prepare()
         args = {"lab_dir": self.directory, "argv": argv, "env": dict(_SERVER_ENV), "host": host, "port": port,
                 "timeout": timeout, "label": "custom flags" if flags else "default CPU launch",
                 "launcher": LAUNCHER, "engine": "sglang", "model": self.model}
