@@ -24,12 +24,14 @@ TEST_WORKERS ?=
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo lab lint clean ssh-tools browser-tools browser-test screenshots prometheus-tools
+.PHONY: help venv test test-fresh demo lab lint clean ssh-tools browser-tools browser-test screenshots prometheus-tools
 
 help:
 	@echo "make demo    the whole investigation against the built-in lab: notebooks 00-05, summary, out/"
 	@echo "make lab     start the built-in lab and open JupyterLab on a working copy of notebooks/ (prints the URL)"
 	@echo "make test    lint, then run the test suite (installs openssh-server when root)"
+	@echo "make test-fresh  make test in a fresh clone of HEAD with an empty HOME, in a random order (prints the seed;"
+	@echo "             SEED=N repeats one); builds everything a first run builds: GBs, tens of minutes"
 	@echo "make browser-test  01_symptom in JupyterLab in headless Chromium, and its report offline (installs chromium when root)"
 	@echo "make screenshots   notebooks 01, 03, 04, 06 run in JupyterLab in headless Chromium, saved as PNGs in out/screenshots/"
 	@echo "make lint    ruff check"
@@ -113,6 +115,31 @@ lint: venv
 
 test: venv ssh-tools browser-tools prometheus-tools lint
 	$(BIN)/python -m pytest $(TEST_WORKERS) $(CI_SEED) $(PYTEST_ARGS)
+
+# `make test` as a new user runs it: a clone of the committed HEAD (uncommitted changes are not in it),
+# HOME a new empty directory (no kit cache, pip cache, ssh or pip config of this user's), the kit's own
+# variables unset, and a random pytest-randomly order whose seed is printed; SEED=N repeats that order.
+# The clone and its home stay in FRESH_ROOT (a new directory under $TMPDIR) for a look afterwards.
+# Variables that would point the run at this user's caches or config instead of the empty HOME:
+FRESH_UNSET := XDG_CACHE_HOME XDG_CONFIG_HOME XDG_DATA_HOME XDG_STATE_HOME PIP_CACHE_DIR PIP_CONFIG_FILE \
+    HF_HOME HF_HUB_CACHE TRANSFORMERS_CACHE JUPYTER_CONFIG_DIR JUPYTER_DATA_DIR JUPYTER_RUNTIME_DIR IPYTHONDIR \
+    MPLCONFIGDIR PYTHONUSERBASE PYTHONPATH VIRTUAL_ENV HYPOTHESIS_PROFILE
+test-fresh:
+	@command -v git >/dev/null || { echo "error: test-fresh clones the repository with git, which is missing" >&2; exit 1; }
+	@seed="$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"; \
+	head="$$(git rev-parse HEAD)" || exit 1; \
+	root="$${FRESH_ROOT:-$$(mktemp -d "$${TMPDIR:-/tmp}/sgl-kit-fresh.XXXXXX")}"; \
+	git diff --quiet HEAD -- || echo "test-fresh: note: uncommitted changes are not tested; the clone has HEAD only"; \
+	echo "test-fresh: $$(git rev-parse --short HEAD) cloned into $$root/repo, HOME=$$root/home, seed $$seed"; \
+	git clone --quiet . "$$root/repo" && git -C "$$root/repo" checkout --quiet --detach "$$head" \
+	    && mkdir -p "$$root/home" || exit 1; \
+	unset $(FRESH_UNSET) $$(env | sed -n 's/^\(SGL_KIT_[A-Za-z0-9_]*\)=.*/\1/p'); \
+	HOME="$$root/home" $(MAKE) --no-print-directory -C "$$root/repo" test \
+	    CI_SEED="-p randomly --randomly-seed=$$seed" PYTEST_ARGS="$(PYTEST_ARGS)"; \
+	status=$$?; \
+	echo "test-fresh: exit $$status with seed $$seed (SEED=$$seed make test-fresh runs this order again);" \
+	    "the clone and its home: $$root"; \
+	exit $$status
 
 demo: venv
 	$(BIN)/python -m kit.demo

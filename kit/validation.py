@@ -311,7 +311,7 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
         if lab is not None:
             lab.restart(flags=step.flags, machine=tuple(step.machine))
         else:
-            relaunch(host, server, step.flags)
+            notes += [n for n in [relaunch(host, server, step.flags).get("note")] if n]
         server = resolve_server(host, target, port=server.port)
         notes += _flush_cache(server)  # a fresh server's cache is empty; this says so rather than assumes it
         run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress,
@@ -360,22 +360,36 @@ def _prefix(server) -> str:
     return shlex.join(_head(server)) + " "
 
 
-def relaunch(host, server, flags: list[str], *, timeout: float = 900.0) -> dict:
+def relaunch(host, server, flags: list[str], *, timeout: float = 900.0, stop_timeout: float = 60.0) -> dict:
     """Stop ``server`` and start it again with ``flags``, the way it ran (its interpreter, module, working
-    directory, environment and log), then wait for /health. For a server the kit did not start: only
-    when a person asked (``apply_fix``). Raises KitError, with the end of the log, when it does not come up."""
+    directory, environment and log), then wait for /health. sglang drains the requests it holds on SIGTERM,
+    and one it never finishes keeps it waiting: after ``stop_timeout`` s it is killed, and the answer's
+    ``note`` says so. For a server the kit did not start: only when a person asked (``apply_fix``).
+    Raises KitError, with the end of the log, when the old one cannot be stopped or the new one does not come up."""
     from ._remote import run_json
 
     args = {"pid": server.pid, "argv": [*_head(server), *flags], "cwd": server.cwd, "env": dict(server.env or {}),
             "log": server.log_path, "host": server.bind_host or "127.0.0.1", "port": server.port,
-            "stop_timeout": 60, "timeout": timeout}
-    result = run_json(host, "lab_agent", "relaunch", json.dumps(args), timeout=timeout + 120,
+            "stop_timeout": stop_timeout, "timeout": timeout}
+    result = run_json(host, "lab_agent", "relaunch", json.dumps(args), timeout=timeout + stop_timeout + 120,
                       what=f"relaunch pid {server.pid}")
-    if result.get("outcome") != "started":
+    outcome, hint = result.get("outcome"), "fix what it names and relaunch by hand with the printed command"
+    if outcome == "not-stopped":
+        raise KitError(f"pid {server.pid} on {host.name} was still there {stop_timeout:g} s after SIGTERM and 10 s "
+                       f"after SIGKILL (state {result.get('stat')}); nothing was started", hint="a process in state "
+                       f"D waits on the kernel (a driver, a disk): `ps -o pid,stat,wchan -p {server.pid}` there")
+    if outcome == "port-in-use":
+        holder = result.get("holder") or {}
+        raise KitError(f"port {server.port} on {host.name} is still taken after pid {server.pid} stopped "
+                       f"(pid {holder.get('pid', '?')}: {shlex.join(holder.get('argv') or ['?'])}); nothing was "
+                       "started", hint=f"stop what holds port {server.port}, then relaunch by hand")
+    if outcome != "started":
         tail = "\n    ".join(result.get("log_tail") or ["(no log)"])
-        raise KitError(f"the relaunched server on {host.name} did not come up ({result.get('outcome')}); "
-                       f"the end of its log:\n    {tail}",
-                       hint="fix the flags it names and relaunch by hand with the printed command")
+        raise KitError(f"the relaunched server on {host.name} did not come up ({outcome}); "
+                       f"the end of its log:\n    {tail}", hint=hint)
+    if result.get("stopped") == "killed":
+        result["note"] = (f"pid {server.pid} had not exited {stop_timeout:g} s after SIGTERM and was killed"
+                          + (f" (its log: {result['draining'].split('] ', 1)[-1]})" if result.get("draining") else ""))
     return result
 
 

@@ -6,6 +6,7 @@ import asyncio
 import http.client
 import json
 import socket
+import statistics
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,3 +115,52 @@ def sse(port: int, path: str, body: dict, timeout: float = 60) -> list:
         payload = block[len("data: "):]
         events.append(payload if payload == "[DONE]" else json.loads(payload))
     return events
+
+
+# -- the lab's speed as the kit's runs recorded it ------------------------------------------------------
+#
+# The lab emits each round on a wall-clock schedule (kit/lab/engine.py), so a machine too busy to run it on
+# time delays some chunks and bunches the ones after them. A request whose first or last chunk is hit reads
+# a decode rate far from the others', which widens the bootstrap interval of the means the kit compares; the
+# round time read over long spans of each request hardly moves.
+
+
+def round_ms(run) -> float:
+    """A run's round in ms (kit.bench's recorded chunk times). The schedule never drifts, so a chunk that left
+    late moves only the spans it ends: per request, the median over pairs of chunks at least half the request
+    apart of the time per round between them, then the median over the requests (each chunk is one round)."""
+    per_request = []
+    for r in run.results:
+        t = r.chunk_t_ms if r.ok else []
+        n = len(t)
+        if n > 3:
+            per_request.append(statistics.median((t[j] - t[i]) / (j - i) for i in range(n) for j in range(i + n // 2, n)))
+    return statistics.median(per_request)
+
+
+def rate_outliers(run, within: float = 0.05) -> list[float]:
+    """The requests' decode rates more than ``within`` from the run's median: requests a stall of this
+    machine threw off (on a quiet one a run's rates lie within about 1% of each other)."""
+    rates = [r.decode_tok_s for r in run.results if r.ok]
+    mid = statistics.median(rates)
+    return [round(x, 1) for x in rates if abs(x / mid - 1) > within]
+
+
+def p2p_rounds_ms(fields: dict) -> tuple[float, float]:
+    """The round of the p2p-pcie scenario's model for a launch's fields: as found (NCCL all-reduces over PCIe)
+    and once peer access is on (the custom all-reduce), in ms."""
+    import os
+
+    from kit.lab.throughput import MACHINE_ENV
+
+    scenario = load_scenario("p2p-pcie")
+    saved = os.environ.pop(MACHINE_ENV, None)
+    try:
+        found = throughput_model(scenario, fields).round_s
+        os.environ[MACHINE_ENV] = "p2p-unavailable"
+        fixed = throughput_model(scenario, fields).round_s
+    finally:
+        os.environ.pop(MACHINE_ENV, None)
+        if saved is not None:
+            os.environ[MACHINE_ENV] = saved
+    return found * 1e3, fixed * 1e3

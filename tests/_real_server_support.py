@@ -1,12 +1,18 @@
-"""One real sglang server per test session: PyPI's sglang 0.5.11 on CPU with a tiny random Qwen3
-(``real_server``), or another tiny model (``serve_real(tmp_path_factory, "qwen3.5")`` in a fixture).
+"""Real sglang servers for the tests: PyPI's sglang 0.5.11 on CPU with a tiny random Qwen3 or Qwen3.5.
 
-``real_server`` builds the real-server environment once under the kit cache ($SGL_KIT_CACHE;
-about 2.4 GB, a few minutes the first time, cached after), makes the tiny model and starts
-``python -m sglang.launch_server`` through ``RealLab`` in a temporary lab directory on a free
-port. Tests get a handle whose ``server()`` discovers the server afresh (a relaunch gives it a
-new pid). At the end every server of that lab directory, and its workers, is stopped, and the
-test session fails if one is left.
+``real_server`` (one per test session, shared by every test that names it) builds the real-server
+environment once under the kit cache ($SGL_KIT_CACHE; about 2.4 GB, a few minutes the first time,
+cached after), makes the tiny model and starts ``python -m sglang.launch_server`` through
+``RealLab`` in a temporary lab directory on a free port. ``qwen35_server`` is the same for the tiny
+Qwen3.5. Tests get a handle whose ``server()`` discovers the server afresh.
+
+A shared server is never changed by a test: a test that relaunches, restarts, stops or
+reconfigures a server takes its own (``own_real_server``: a fresh one for that test, found by its
+port, SGL_KIT_LAB_DIR untouched). tests/conftest.py checks each shared server before and after
+every test that uses it (``RealServer.problem``): alive, answering, on the launch it started with.
+One found otherwise is restarted on its port and the test that left it so fails, naming what it
+found; the tests after it get the server they expect. At the end every server of a lab directory,
+and its workers, is stopped, and the test session fails if one is left.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import os
 import signal
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from _lab_support import free_port
@@ -26,6 +33,8 @@ from kit.lab.real import RealLab
 from kit.target import discover, resolve_server
 
 START_TIMEOUT = 600.0
+# The session fixtures of shared real servers: tests/conftest.py checks them around each test that uses one.
+SHARED_SERVERS = ("real_server", "qwen35_server")
 
 
 @dataclass
@@ -36,6 +45,7 @@ class RealServer:
     port: int
     started_s: float
     by_port: bool = False  # found by its port among its lab directory's servers, not through SGL_KIT_LAB_DIR
+    launch: list[str] = field(default_factory=list)  # the argv it was started with (its lab record)
 
     def server(self):
         ours = [s for s in discover(self.host) if s.labels.get("lab_dir") == self.lab_dir]
@@ -46,6 +56,53 @@ class RealServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def record(self) -> dict | None:
+        """The lab's record of the server it started (run/server.json), None when there is none."""
+        try:
+            return json.loads((Path(self.lab_dir) / "run" / "server.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def problem(self, wait: float = 60.0) -> str | None:
+        """What makes this server unfit for the next test, or None: the lab's record names a live process
+        started with the same argv on the same port, and that process answers HTTP (within ``wait`` s:
+        a busy machine may be slow to answer, which is not a fault)."""
+        state = self.record()
+        if state is None:
+            return "its lab has no server (run/server.json is gone: stopped)"
+        pid = int(state.get("pid") or 0)
+        if _start_ticks(pid) != state.get("start_ticks"):
+            return f"pid {pid}, the lab's server, is gone"
+        if state.get("argv") != self.launch or int(state.get("port") or 0) != self.port:
+            changed = sorted(set(state.get("argv") or []) ^ set(self.launch))
+            return f"it runs another launch than it started with (pid {pid}, port {state.get('port')}: {changed})"
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/v1/models", timeout=10) as resp:
+                    resp.read()
+                return None
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    return f"pid {pid} does not answer {self.url}/v1/models ({exc})"
+                time.sleep(1)
+
+    def restore(self) -> None:
+        """Stop whatever runs of its lab directory and start its first launch again, on its port."""
+        self.lab.down(timeout=10)
+        left = stop_everything(self.lab_dir)
+        assert not left, f"processes of the real server in {self.lab_dir} still alive after stopping: {left}"
+        self.lab.up(port=self.port, timeout=START_TIMEOUT)
+        self.launch = list((self.record() or {}).get("argv") or [])
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _ours(lab_dir: str) -> list:
@@ -83,7 +140,7 @@ def _alive(pid: int) -> bool:
 
 
 def serve_real(tmp_path_factory, model: str = "qwen3", set_lab_dir: bool = True):
-    """A generator for a session fixture: one real server of the tiny ``model`` in its own lab directory.
+    """A generator for a fixture: one real server of the tiny ``model`` in its own lab directory.
     With ``set_lab_dir``, SGL_KIT_LAB_DIR points at it while it runs (discovery of target "lab")."""
     lab_dir = str(tmp_path_factory.mktemp(f"real-lab-{model}"))
     old = os.environ.get("SGL_KIT_LAB_DIR")
@@ -94,7 +151,9 @@ def serve_real(tmp_path_factory, model: str = "qwen3", set_lab_dir: bool = True)
     t0 = time.monotonic()
     try:
         lab.up(port=port, timeout=START_TIMEOUT)
-        yield RealServer(lab, LocalHost(), lab_dir, port, time.monotonic() - t0, by_port=not set_lab_dir)
+        handle = RealServer(lab, LocalHost(), lab_dir, port, time.monotonic() - t0, by_port=not set_lab_dir)
+        handle.launch = list((handle.record() or {}).get("argv") or [])
+        yield handle
     finally:
         # The suite is done with it: no need to wait out sglang's graceful shutdown of requests in flight
         # (a bad request earlier keeps it waiting; `lab down` itself waits 40 s and says so).
@@ -110,7 +169,22 @@ def serve_real(tmp_path_factory, model: str = "qwen3", set_lab_dir: bool = True)
 
 @pytest.fixture(scope="session")
 def real_server(tmp_path_factory):
+    """The Qwen3 server every test shares; SGL_KIT_LAB_DIR names its lab (target "lab"). Never change it."""
     yield from serve_real(tmp_path_factory, "qwen3")
+
+
+@pytest.fixture(scope="session")
+def qwen35_server(tmp_path_factory):
+    """The Qwen3.5 server its tests share, in its own lab directory (SGL_KIT_LAB_DIR is left to
+    ``real_server``; its tests name the port). Never change it."""
+    yield from serve_real(tmp_path_factory, "qwen3.5", set_lab_dir=False)
+
+
+@pytest.fixture
+def own_real_server(tmp_path_factory):
+    """A Qwen3 server of the test's own, for a test that relaunches, restarts or stops it: found by its
+    port in its own lab directory (SGL_KIT_LAB_DIR keeps naming the shared one)."""
+    yield from serve_real(tmp_path_factory, "qwen3", set_lab_dir=False)
 
 
 # ---------------------------------------------------------------------------- protocol shapes

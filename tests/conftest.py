@@ -31,9 +31,9 @@ from pathlib import Path
 import hypothesis
 import pytest
 
-# The real sglang server is a session fixture of this conftest, not of each module that uses it:
+# The real sglang servers are session fixtures of this conftest, not of each module that uses them:
 # a fixture imported into several test modules would be one instance per module (one server each).
-from _real_server_support import real_server  # noqa: F401
+from _real_server_support import SHARED_SERVERS, own_real_server, qwen35_server, real_server  # noqa: F401
 
 # A command line keeps its SSH connection for the next one (kit.hosts.keep). In the suite every
 # command connects on its own, so no test depends on what an earlier one left running; the tests
@@ -197,8 +197,11 @@ def _sshd_config(directory: Path, port: int, host_key: Path, authorized_keys: Pa
         "MaxAuthTries 10",
         # VERBOSE logs which key authenticated, which helps when an auth test fails.
         "LogLevel VERBOSE",
-        *extra,
+        *[line for line in extra if not line.startswith("SetEnv ")],
     ]
+    # sshd takes the first SetEnv line only: all of them go on one
+    setenv = [line.split(None, 1)[1] for line in extra if line.startswith("SetEnv ")]
+    lines += [f"SetEnv {' '.join(setenv)}"] if setenv else []
     path = directory / "sshd_config"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -280,8 +283,9 @@ class SSHDFactory:
         path = self.root / f"{name}_{self.count}_ed25519"
         return path, _keygen(path, f"kit-test-{name}")
 
-    def start(self, host_key: Path | None = None, port: int | None = None) -> SSHServer:
-        """Start an sshd with the given host key (a new one by default) on a free or given port."""
+    def start(self, host_key: Path | None = None, port: int | None = None, extra: tuple[str, ...] = ()) -> SSHServer:
+        """Start an sshd with the given host key (a new one by default) on a free or given port; ``extra``
+        config lines for this one (e.g. ``SetEnv PIP_NO_INDEX=1``: a host whose pip reaches no index)."""
         if host_key is None:
             host_key, host_key_pub = self.new_host_key()
         else:
@@ -292,7 +296,7 @@ class SSHDFactory:
         attempts = 1 if port is not None else PORT_ATTEMPTS
         for _ in range(attempts):
             chosen = port or _free_port()
-            server = self._launch(directory, chosen, host_key, host_key_pub)
+            server = self._launch(directory, chosen, host_key, host_key_pub, extra)
             if server is not None:
                 return server
         raise RuntimeError(
@@ -300,8 +304,9 @@ class SSHDFactory:
             + (directory / "sshd.log").read_text(errors="replace")
         )
 
-    def _launch(self, directory: Path, port: int, host_key: Path, host_key_pub: str) -> SSHServer | None:
-        config = _sshd_config(directory, port, host_key, self.user_key.authorized_keys, self.extra_config)
+    def _launch(self, directory: Path, port: int, host_key: Path, host_key_pub: str,
+                extra: tuple[str, ...] = ()) -> SSHServer | None:
+        config = _sshd_config(directory, port, host_key, self.user_key.authorized_keys, self.extra_config + list(extra))
         log_path = directory / "sshd.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
@@ -352,6 +357,10 @@ def make_sshd_factory(root: Path) -> SSHDFactory:
     authorized_keys.write_text(public + "\n")
     # From 9.8, sshd penalises addresses whose connections fail auth; auth tests do exactly that.
     extra = ["PerSourcePenalties no"] if _openssh_version(SSHD) >= (9, 8) else []
+    # The "remote" is this user on this machine, with this HOME: sshd would give the passwd entry's home
+    # (/root), so a suite run with another HOME (an empty one, `make test-fresh`) would find another kit
+    # cache there than its own, and write to the real one. SetEnv comes after sshd's own HOME.
+    extra.append(f"SetEnv HOME={_no_spaces(Path.home())}")
     return SSHDFactory(root=root, user_key=UserKey(key_path, public, authorized_keys), sshd=SSHD,
                        extra_config=extra)
 
@@ -413,6 +422,34 @@ def sglang_source(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], s
         return installed[version]
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _shared_real_servers(request):
+    """A test that uses a shared real server (tests/_real_server_support.py) gets it alive, answering and on
+    the launch it started with, whatever ran before; and a test that leaves it otherwise fails, after the
+    server is restarted for the tests that follow."""
+    names = [n for n in SHARED_SERVERS if n in request.fixturenames]
+    if not names:
+        yield
+        return
+    import warnings
+
+    servers = {n: request.getfixturevalue(n) for n in names}
+    for name, server in servers.items():
+        if problem := server.problem():
+            warnings.warn(f"the shared {name} was not fit before this test: {problem}; restarted it", stacklevel=1)
+            server.restore()
+    yield
+    left = {}
+    for name, server in servers.items():
+        if problem := server.problem():
+            server.restore()
+            left[name] = problem
+    if left:
+        pytest.fail("this test left " + "; ".join(f"the shared {n}: {p}" for n, p in left.items())
+                    + ". It was restarted for the tests after it; a test that changes a server takes its own "
+                    "(own_real_server)", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

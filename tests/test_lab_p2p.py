@@ -1,10 +1,17 @@
 """The lab's p2p-pcie scenario: two PCIe GPUs without peer access, found by the doctor from the lab's
-own `nvidia-smi topo -p2p` stand-in, and its fix measured by kit.bench against the running lab."""
+own `nvidia-smi topo -p2p` stand-in, and its fix measured by kit.bench against the running lab.
+
+Held at any load: the round the kit's runs recorded, as modelled, read robustly (tests/_lab_support.py,
+``round_ms``); the mean rates the kit's verdict compares are thrown off by a stall of a busy machine
+(+42 tok/s, CI [-26.6, +129.6] was seen for a modelled +10), so the verdict is held where no request was.
+"""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
-from _lab_support import free_port
+from _lab_support import free_port, p2p_rounds_ms, rate_outliers, round_ms
 
 from kit import investigation
 from kit.doctor import doctor
@@ -49,23 +56,38 @@ def test_the_doctor_finds_p2p_missing_models_it_and_offers_no_fix_for_gns(lab, t
     assert investigation.fix_plan(diagnosis, server) == []
 
 
-def test_gpus_with_peer_access_make_decode_faster_by_about_the_modelled_share(lab, tmp_path):
+def test_gpus_with_peer_access_run_the_modelled_round(lab, tmp_path):
     """What GPUs that offer peer access would buy: the lab stands in for such a machine (its scenario's
     machine fix), and sglang's own checks (read when the stand-in starts) then let custom all-reduce run."""
+    from kit.bench import compare
+
     host = lab.host
     server = resolve_server(host, "lab")
-    modelled = next(f for f in doctor("lab", host=host).findings if f.id == "p2p-unavailable").impact
-    before = investigation.measure(host, server, requests=8, max_tokens=96, progress=None)
+    found = investigation.measure(host, server, requests=6, max_tokens=96, progress=None)
     lab.restart(machine=("p2p-unavailable",))
     try:
-        after_server = resolve_server(host, "lab")
-        assert after_server.env.get("SGL_KIT_LAB_MACHINE") == "p2p-unavailable"
-        assert "p2p-unavailable" not in [f.id for f in doctor("lab", host=host).findings]  # topo -p2p: OK
-        after = investigation.measure(host, after_server, requests=8, max_tokens=96, progress=None)
+        after = resolve_server(host, "lab")
+        assert after.env.get("SGL_KIT_LAB_MACHINE") == "p2p-unavailable"
+        assert "p2p-unavailable" not in [f.id for f in doctor("lab", host=host).findings]  # topo -p2p now: OK
+        fixed = investigation.measure(host, after, requests=6, max_tokens=96, progress=None)
+        # the round the lab runs as found, and with peer access, by its model of the server's launch (the NCCL
+        # all-reduces over PCIe, then the custom kernel's; about 24.3 and 22.2 ms)
+        modelled_found, modelled_fixed = p2p_rounds_ms(after.server_info())
     finally:
         lab.restart(machine=())
-    rate = [r.summary().loc["decode_tok_s", "mean"] for r in (before, after)]
-    gain = rate[1] / rate[0] - 1
-    # the modelled share of decode lost is the gain's 1 - 1/(1+g); CPU noise on a shared machine moves
-    # each mean by a few percent, so only the direction and the order of magnitude are held
-    assert gain > 0 and 0.3 * modelled < 1 - 1 / (1 + gain) < 3 * modelled, (rate, modelled)
+    measured_found, measured_fixed = round_ms(found), round_ms(fixed)
+    verdict = compare(found, fixed)
+    said = (f"rounds {measured_found:.2f} -> {measured_fixed:.2f} ms measured, {modelled_found:.2f} -> "
+            f"{modelled_fixed:.2f} ms modelled; {verdict}")
+    print(said)
+    assert measured_found == pytest.approx(modelled_found, rel=0.1), said
+    assert measured_fixed == pytest.approx(modelled_fixed, rel=0.1), said
+    assert measured_found / measured_fixed == pytest.approx(modelled_found / modelled_fixed, rel=0.03), said
+    # the kit's verdict compares the runs' mean rates: where no request was delayed, the gain is significant
+    disturbed = rate_outliers(found) + rate_outliers(fixed)
+    if not disturbed:
+        assert verdict.verdict == "improved" and verdict.ci_low > 0, said
+    else:
+        print(f"the verdict is not held: requests delayed by this machine ({disturbed} tok/s); {said}")
+    ttft = [statistics.median(r.ttft_s for r in x.results if r.ok) for x in (found, fixed)]
+    assert ttft[1] / ttft[0] == pytest.approx(1.0, abs=0.25), ttft  # the fix does not touch prefill

@@ -7,6 +7,7 @@ import in kit/ with ast, lazy ones inside functions included.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -285,3 +286,39 @@ def test_the_remote_lab_wheel_carries_only_what_the_server_imports(tmp_path, mon
     modules = {n[:-3].replace("/", ".").removesuffix(".__init__") for n in names if n.endswith(".py")}
     scripts = {m for m in modules if m.startswith("kit._remote.")}  # shipped whole: kit.hosts reads them as text
     assert modules - scripts == set(server_modules()) - scripts
+
+
+def test_the_wheel_for_a_host_that_builds_the_real_engine_imports_the_build_on_its_own(tmp_path, monkeypatch):
+    """`lab up --engine sglang --on HOST` runs kit.dryrun.serve_env there: its wheel carries it, and the
+    package lists it reads, and nothing else of this checkout is needed to import it and name the same
+    environment (the name is a hash of those lists: a missing file would name another)."""
+    import zipfile
+
+    import yaml
+
+    from kit.dryrun.serve_env import serve_environment
+    from kit.lab.packaging import build_modules, kit_wheel
+
+    monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path / "cache"))
+    wheel = kit_wheel(build=True)
+    assert wheel != kit_wheel() and wheel.parent.name == "kit-build"
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"kit/dryrun/serve_env.py", "kit/lab/launch_server.py", "kit/data/gpus.yaml"} <= set(names)
+    assert any(n.startswith("kit/data/serve/stand_ins/") for n in names)
+    assert any(n.startswith("kit/data/dryrun/requirements-") for n in names)
+    modules = {n[:-3].replace("/", ".").removesuffix(".__init__") for n in names if n.endswith(".py")}
+    scripts = {m for m in modules if m.startswith("kit._remote.")}  # shipped whole: kit.hosts reads them as text
+    assert modules - scripts == set(build_modules()) - scripts
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    # -I -S: no site-packages, no working directory, no PYTHON* variables: the wheel and PyYAML only
+    yaml_dir = str(Path(yaml.__file__).resolve().parent.parent)
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "import kit; from kit.dryrun.serve_env import serve_environment\n"
+            "print(kit.__file__); print(serve_environment('0.5.11').path.name)")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(site), yaml_dir], capture_output=True,
+                          text=True, timeout=120, env={"SGL_KIT_CACHE": str(tmp_path / "host-cache"),
+                                                       "PATH": os.environ.get("PATH", "")})
+    assert proc.returncode == 0, proc.stderr
+    where, name = proc.stdout.split()
+    assert where.startswith(str(site)) and name == serve_environment("0.5.11").path.name

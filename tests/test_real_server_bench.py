@@ -1,8 +1,8 @@
 """`sgl-kit bench` and `sgl-kit bench compare` on two real launches of the real sglang 0.5.11 CPU server.
 
-The session's server (tests/_real_server_support.py) is benched as it runs, relaunched through the
-kit (`sgl-kit lab restart -- FLAGS`) with a smaller chunked prefill, benched again, and the two runs
-compared. What the kit counts is checked against what each server counts itself (its
+A server of the test's own (``own_real_server``, tests/_real_server_support.py) is benched as it runs,
+relaunched through the kit (`sgl-kit lab restart -- FLAGS`) with a smaller chunked prefill, benched
+again, and the two runs compared. What the kit counts is checked against what each server counts itself (its
 `sglang:generation_tokens_total` and `sglang:prompt_tokens_total`, which restart from zero with
 the new process), and the verdict against its own interval.
 """
@@ -43,18 +43,15 @@ def _bench(url: str, out) -> tuple[BenchRun, tuple[float, float]]:
     return BenchRun.load(out), (after[0] - before[0], after[1] - before[1])
 
 
-def test_bench_compare_of_two_real_launches(real_server, tmp_path):
-    lab_dir = real_server.lab_dir
-    run_a, counted_a = _bench(real_server.url, tmp_path / "a.jsonl")
+def test_bench_compare_of_two_real_launches(own_real_server, tmp_path):
+    mine = own_real_server
+    run_a, counted_a = _bench(mine.url, tmp_path / "a.jsonl")
     flags = [*default_flags(), "--chunked-prefill-size", "64"]
-    try:
-        _kit("lab", "restart", "--dir", lab_dir, "--wait", str(int(START_TIMEOUT)), "--", *flags,
-             timeout=START_TIMEOUT + 120)
-        relaunched = real_server.server()
-        assert relaunched.server_info()["chunked_prefill_size"] == 64  # the second launch is what runs
-        run_b, counted_b = _bench(real_server.url, tmp_path / "b.jsonl")
-    finally:
-        real_server.lab.restart(flags=default_flags(), timeout=START_TIMEOUT)  # the session's default launch back
+    _kit("lab", "restart", "--dir", mine.lab_dir, "--wait", str(int(START_TIMEOUT)), "--", *flags,
+         timeout=START_TIMEOUT + 120)
+    relaunched = mine.server()
+    assert relaunched.server_info()["chunked_prefill_size"] == 64  # the second launch is what runs
+    run_b, counted_b = _bench(mine.url, tmp_path / "b.jsonl")
     for run, (gen, prompt) in ((run_a, counted_a), (run_b, counted_b)):
         ok = [r for r in run.results if r.ok]
         assert len(ok) == REQUESTS and all(r.count_source == "server" for r in ok)

@@ -3,7 +3,7 @@
 vision tower), served text only.
 
 Not lab tests: the server is sglang's own ``python -m sglang.launch_server`` (one per test session,
-``serve_real`` in tests/_real_server_support.py), and every expectation is checked against what that
+``qwen35_server`` in tests/_real_server_support.py), and every expectation is checked against what that
 server itself says (its log, /server_info, /model_info) or against sglang 0.5.11's own source.
 The plain-torch stand-ins of the five CPU sgl-kernel ops its linear-attention layers run are checked
 against torch references other than their own (tests/_qwen35_ops_check.py).
@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _real_server_support import START_TIMEOUT, serve_real
+from _real_server_support import START_TIMEOUT
 
 from kit.dryrun._env import inside_environment
 from kit.dryrun.serve_env import SERVE_ENV, stand_ins
@@ -33,12 +33,6 @@ EXCERPT = HERE / "data" / "real_server" / "qwen3_5-cpu-0.5.11.log"
 FIVE_OPS = ("sgl_kernel.mamba.causal_conv1d_fn_cpu", "sgl_kernel.mamba.causal_conv1d_update_cpu",
             "torch.ops.sgl_kernel.fused_gdn_gating_cpu", "sgl_kernel.mamba.chunk_gated_delta_rule_cpu",
             "torch.ops.sgl_kernel.fused_sigmoid_gating_delta_rule_update_cpu")
-
-
-@pytest.fixture(scope="session")
-def qwen35_server(tmp_path_factory):
-    # its own lab directory; SGL_KIT_LAB_DIR is left to the Qwen3 server's fixture, the tests here name the port
-    yield from serve_real(tmp_path_factory, "qwen3.5", set_lab_dir=False)
 
 
 def _get(url: str, timeout: float = 30) -> dict:

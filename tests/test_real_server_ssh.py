@@ -1,10 +1,12 @@
 """`sgl-kit lab up --engine sglang --on HOST`: the real sglang 0.5.11 CPU server on an SSH host.
 
 The host is the test sshd on 127.0.0.1 (a real OpenSSH server, tests/conftest.py), logged into
-as this user: the same machine and home, so its kit cache (~/.cache/sglang-investigation-kit)
-holds the real-server environment this machine built, and the lab reuses it there. A full build
-on a remote (about 2.4 GB and minutes) is not run here: the environment is already present, and
-`RemoteServeEnv.ensure` says which it did. What a build needs first (python3.11 there) is tested.
+as this user: the same machine and HOME (the sshd sets it), so its kit cache
+(~/.cache/sglang-investigation-kit) holds the real-server environment this machine built, and the lab
+reuses it there. A full build on a remote (about 2.4 GB and minutes) is not run here; the build is
+run there as far as its first package, on a host whose pip reaches no index: the kit it ships
+imports and runs setup_serve, and the failed step comes back as one error. What a build needs first
+(python3.11 there) is tested too.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def test_the_real_engine_on_an_ssh_host(sshd, built_here, tmp_path):
         assert stop_everything(lab_dir) == []
 
 
-def test_a_port_in_use_on_the_host_is_refused_and_nothing_runs(sshd, built_here, tmp_path):
+def test_a_port_in_use_on_the_host_is_refused_and_nothing_runs(sshd, tmp_path):
+    """Refused before anything is prepared there: no kit shipped, no environment built or looked for."""
     lab_dir = str(tmp_path / "lab")
     on = ["--on", sshd.alias, "--ssh-config", str(sshd.ssh_config), "--dir", lab_dir]
     with socket.socket() as sock:  # the sshd's host is this machine: a socket here is a port taken there
@@ -116,6 +119,7 @@ def test_a_port_in_use_on_the_host_is_refused_and_nothing_runs(sshd, built_here,
         proc = _sgl_kit("lab", "up", "--engine", "sglang", *on, "--port", str(port), timeout=400)
     error = _one_line_error(proc)
     assert f"port {port} on " in error and "is already in use" in error, proc.stderr
+    assert not (tmp_path / "lab" / "ml-env").exists() and "environment" not in proc.stderr, proc.stderr
     assert _sgl_kit("lab", "status", *on).returncode == 3
     assert stop_everything(lab_dir) == []
 
@@ -147,3 +151,35 @@ def test_a_host_without_python_3_11_is_told_before_anything_is_built(sshd, tmp_p
         assert not cache.exists() and not lab.status().running
     finally:
         host.close()
+
+
+def test_a_build_on_a_host_whose_pip_reaches_no_index_fails_at_its_step_in_one_error(sshd_factory, tmp_path):
+    """No environment in the host's kit cache: the kit ships itself with what builds one (kit.dryrun) and the
+    sglang wheel, and setup_serve runs there for real: it makes the venv with the host's python3.11, then
+    asks that host's pip for torch, which finds none (its sshd sets PIP_NO_INDEX and no find-links). That
+    comes back as one LabError naming the step, with what to do on that host; no traceback."""
+    from kit.lab.packaging import sglang_wheel
+    from kit.target import connect
+
+    offline = sshd_factory.start(extra=("SetEnv PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/null",))
+    cache = tmp_path / "remote-cache"  # an empty kit cache on the host
+    host = connect(offline.alias, config_file=str(offline.ssh_config))
+    steps: list[str] = []
+    try:
+        lab = RealLab(host, directory=str(tmp_path / "lab"), progress=steps.append, cache=str(cache))
+        with pytest.raises(LabError) as err:
+            lab.up(port=free_port(), timeout=60)
+        text = f"{err.value}\n" + "\n".join(map(str, steps))
+        assert err.value.message.startswith(f"building the real-server environment on {host.name} failed at step "
+                                            "'torch': "), text
+        assert "Traceback" not in text and "ModuleNotFoundError" not in text, text
+        assert "reachable there" in err.value.hint and "finished steps are kept" in err.value.hint
+        # it ran there with the shipped kit, in the environment this machine's kit names: its venv step is done
+        markers = Path(lab.remote.path) / ".sgl-kit-steps"
+        assert lab.remote.path.startswith(str(cache)) and (markers / "venv.done").is_file(), text
+        assert not (markers / "torch.done").exists()
+        assert (cache / "wheels" / sglang_wheel("0.5.11").name).is_file()  # sent from this machine's cache
+        assert any("shipping the kit" in str(s) for s in steps) and not lab.status().running
+    finally:
+        host.close()
+        sshd_factory.stop(offline)

@@ -302,6 +302,14 @@ def rotate(path, keep=ROTATED):
         os.replace(path, f"{path}.1")
 
 
+def op_port(args):
+    """Whether a server could listen on the port: asked before minutes of preparing a real engine."""
+    host, port = args["host"], int(args["port"])
+    if port_taken(host, port):
+        return {"outcome": "port-in-use", "host": host, "port": port, "holder": port_holder(port)}
+    return {"outcome": "free", "host": host, "port": port}
+
+
 def launch(lab, argv, extra_env):
     env = dict(os.environ)
     env.update(extra_env)
@@ -442,20 +450,36 @@ def op_relaunch(args):
     """Restart one server process with a new argv, the way it ran, and wait for /health.
 
     ``{"pid", "argv", "cwd", "env", "log", "host", "port", "stop_timeout", "timeout"}``: SIGTERM
-    the pid (SIGKILL after stop_timeout), wait for the port to be free, start argv with nohup in
-    a new session in cwd, with this environment plus ``env``, appending to ``log``; then poll
-    /health. For a server the kit did not start, run only when a person asked for it.
+    the pid, SIGKILL it after stop_timeout (sglang drains the requests it holds before it exits,
+    and one it never finishes keeps it waiting for ever), then whatever is left of the processes
+    it had started; wait for the port to be free, start argv with nohup in a new session in cwd,
+    with this environment plus ``env``, appending to ``log``; then poll /health. ``stopped`` in
+    the answer says how the old process ended: "stopped" (by SIGTERM) or "killed". For a server
+    the kit did not start, run only when a person asked for it.
     """
     host, port = args.get("host") or "127.0.0.1", int(args["port"])
+    pid = int(args["pid"])
+    log = args.get("log")
     lab = (args.get("env") or {}).get(LAB_ENV)
     state = read_state(lab) if lab else None
-    recorded = bool(state) and int(state.get("pid", 0)) == int(args["pid"]) and is_ours(lab, state)
-    if not stop_pid(int(args["pid"]), float(args.get("stop_timeout", 60))):
-        return {"outcome": "not-stopped", "pid": args["pid"]}
+    recorded = bool(state) and int(state.get("pid", 0)) == pid and is_ours(lab, state)
+    workers = descendants(pid)
+    stop_timeout = float(args.get("stop_timeout", 60))
+    stopped = "stopped" if stop_pid(pid, stop_timeout) else "killed"
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(pid):
+        return {"outcome": "not-stopped", "pid": pid, "stop_timeout": stop_timeout, "log_tail": file_tail(log),
+                "stat": proc_state(pid)}
+    before = file_tail(log, 200) if stopped == "killed" else []
+    stop_each(workers, 10.0)
     deadline = time.monotonic() + 30
     while port_taken(host, port) and time.monotonic() < deadline:
         time.sleep(0.2)
-    log = args.get("log")
+    if port_taken(host, port):
+        return {"outcome": "port-in-use", "pid": pid, "stopped": stopped, "host": host, "port": port,
+                "holder": port_holder(port)}
     env = dict(os.environ)
     env.update(args.get("env") or {})
     nohup = shutil.which("nohup")
@@ -470,13 +494,64 @@ def op_relaunch(args):
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
-            return {"outcome": "exited", "pid": proc.pid, "exit_code": code, "log_tail": file_tail(log)}
+            return {"outcome": "exited", "pid": proc.pid, "exit_code": code, "stopped": stopped,
+                    "log_tail": file_tail(log)}
         if healthy(host, port, timeout=HEALTH_TIMEOUT):
             if recorded:
                 follow(lab, state, proc, list(args["argv"]))
-            return {"outcome": "started", "pid": proc.pid, **({"lab_dir": lab} if recorded else {})}
+            answer = {"outcome": "started", "pid": proc.pid, "stopped": stopped, "previous": pid}
+            if recorded:
+                answer["lab_dir"] = lab
+            if stopped == "killed":  # sglang logs what it waited for
+                answer["draining"] = ([x for x in before if "Gracefully exiting" in x] or [None])[-1]
+            return answer
         time.sleep(0.5)
-    return {"outcome": "timeout", "pid": proc.pid, "log_tail": file_tail(log)}
+    return {"outcome": "timeout", "pid": proc.pid, "stopped": stopped, "log_tail": file_tail(log)}
+
+
+def descendants(pid):
+    """[(pid, start ticks)] of every process below pid, read from /proc before it is stopped."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry), int(fields[19])))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child[0])
+    return found
+
+
+def stop_each(procs, timeout):
+    """SIGTERM, then SIGKILL after timeout, each (pid, start ticks) still running (not a reused pid)."""
+    mine = [p for p, ticks in procs if proc_start_ticks(p) == ticks and alive(p)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in mine:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(alive(p) for p in mine):
+            time.sleep(0.1)
+        mine = [p for p in mine if alive(p)]
+        if not mine:
+            return
+
+
+def proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
 
 
 def follow(lab, state, proc, argv):
@@ -503,7 +578,7 @@ def file_tail(path, lines=30):
 
 
 OPS = {"info": op_info, "have": op_have, "put": op_put, "prepare": op_prepare, "start": op_start,
-       "stop": op_stop, "status": op_status, "relaunch": op_relaunch, "pick_port": op_pick_port}
+       "stop": op_stop, "status": op_status, "relaunch": op_relaunch, "pick_port": op_pick_port, "port": op_port}
 
 
 def main():

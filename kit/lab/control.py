@@ -170,11 +170,14 @@ class Lab:
             return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         return info["executable"]
 
+    # The real engine's host also builds its environment with the kit (kit/lab/real_remote.py).
+    _builds_env = False
+
     def _wheels(self, info: dict) -> list[Path]:
         wheels = [packaging.sglang_wheel(SGLANG_VERSION)]
         if not self.local:
-            wheels.append(packaging.kit_wheel())
-            wheels += packaging.runtime_wheels(info)
+            wheels.append(packaging.kit_wheel(build=self._builds_env))
+            wheels += packaging.runtime_wheels(info, build=self._builds_env)
         return wheels
 
     def _ship(self, wheel: Path) -> str:

@@ -26,8 +26,8 @@ from kit._version import __version__
 from kit._wheels import wheel
 from kit.errors import KitError
 
-__all__ = ["kit_wheel", "local_pth", "runtime_requirements", "runtime_wheels", "server_modules", "sglang_wheel",
-           "sha256"]
+__all__ = ["BUILD_ENTRY", "build_modules", "kit_wheel", "local_pth", "runtime_requirements", "runtime_wheels",
+           "server_modules", "sglang_wheel", "sha256"]
 
 _KIT = Path(__file__).resolve().parent.parent
 _DIST = "sglang_investigation_kit"
@@ -63,14 +63,20 @@ _OPTIONAL = ("kit.dryrun",)
 # This machine's side of the lab (preparing, starting and finding it), named by kit.lab's
 # lazy functions but never run on the lab's host.
 _KIT_SIDE = ("kit.lab.control", "kit.lab.packaging", "kit.target")
+# The real engine's environment is built on the lab's host by the kit itself (kit/lab/real_remote.py runs
+# setup_serve there): that host's wheel also carries kit.dryrun.serve_env with everything it can import,
+# and the package lists, stand-ins and GPU profiles it reads.
+BUILD_ENTRY = "kit.dryrun.serve_env"
+_BUILD_DATA = ("data/serve", "data/dryrun", "data/gpus.yaml")
 
 
-def server_modules(entry: str = "kit.lab.launch_server") -> list[str]:
-    """The kit modules the lab server can import, found by reading every import (lazy ones too)."""
+def server_modules(entry: str = "kit.lab.launch_server", optional: tuple[str, ...] = _OPTIONAL) -> list[str]:
+    """The kit modules the lab server (or another ``entry``) can import, found by reading every import (lazy
+    ones too); those under ``optional`` are left out."""
     seen, todo = set(), [entry]
     while todo:
         name = todo.pop()
-        if name in seen or name.startswith(_OPTIONAL + _KIT_SIDE):
+        if name in seen or name.startswith(optional + _KIT_SIDE):
             continue
         path = _module_path(name)
         if path is None:
@@ -106,18 +112,24 @@ def _kit_imports(name: str, path: Path) -> list[str]:
     return found
 
 
-def _kit_files() -> list[Path]:
-    files = {_module_path(m) for m in server_modules()}
-    for folder in _SERVER_DATA:
+def build_modules() -> list[str]:
+    """The kit modules on a host that builds the real engine's environment: the server's and the build's."""
+    return sorted(set(server_modules()) | set(server_modules(BUILD_ENTRY, optional=())))
+
+
+def _kit_files(build: bool = False) -> list[Path]:
+    files = {_module_path(m) for m in (build_modules() if build else server_modules())}
+    for folder in _SERVER_DATA + (_BUILD_DATA if build else ()):
         path = _KIT / folder
         files.update([path] if path.is_file() else (p for p in path.rglob("*") if p.is_file()))
     return sorted(p for p in files if p is not None)
 
 
-def kit_wheel() -> Path:
-    """A wheel of the installed kit package (pure Python), rebuilt when its files change."""
-    files = _kit_files()
-    out = _cache() / "kit" / f"{_DIST}-{__version__}-py3-none-any.whl"
+def kit_wheel(build: bool = False) -> Path:
+    """A wheel of the installed kit package (pure Python), rebuilt when its files change. ``build``: with
+    what builds the real engine's environment on the host (``BUILD_ENTRY``), for ``--engine sglang``."""
+    files = _kit_files(build)
+    out = _cache() / ("kit-build" if build else "kit") / f"{_DIST}-{__version__}-py3-none-any.whl"
     content = hashlib.sha256(b"".join(p.relative_to(_KIT.parent).as_posix().encode() + b"\0" + p.read_bytes()
                                       for p in files)).hexdigest()
     stamp = out.with_suffix(".content")
@@ -157,8 +169,10 @@ def _urlsafe(data: bytes) -> str:
 
 
 _PROBE = """
-import importlib.metadata as md, json, sys
+import importlib, importlib.metadata as md, json, sys
 import kit.lab.launch_server, yaml  # yaml: the server loads its scenario with it
+for name in sys.argv[1:]:
+    importlib.import_module(name)
 dists = md.packages_distributions()
 skip = set(sys.stdlib_module_names) | set(sys.builtin_module_names) | {"kit", "__main__"}
 found = {}
@@ -170,9 +184,11 @@ print(json.dumps(found))
 """
 
 
-def runtime_requirements() -> dict[str, str]:
-    """{distribution: version} of every third-party package the lab server imports here."""
-    res = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+def runtime_requirements(build: bool = False) -> dict[str, str]:
+    """{distribution: version} of every third-party package the lab server (and, with ``build``, the real
+    engine's build) imports here."""
+    res = subprocess.run([sys.executable, "-c", _PROBE, *([BUILD_ENTRY] if build else [])], capture_output=True,
+                         text=True, timeout=120)
     if res.returncode != 0:
         raise KitError(f"could not list what the lab server imports: {res.stderr.strip()[-500:]}",
                        hint="check that `python -m kit.lab.launch_server --help` imports on this machine")
@@ -189,9 +205,9 @@ def _platforms(info: dict) -> list[str]:
     return [f"manylinux_2_{m}_{arch}" for m in range(minor, 16, -1)] + [f"manylinux2014_{arch}", "linux_" + arch]
 
 
-def runtime_wheels(info: dict) -> list[Path]:
-    """Wheels of the server's third-party imports for the remote's python and platform."""
-    wanted = runtime_requirements()
+def runtime_wheels(info: dict, build: bool = False) -> list[Path]:
+    """Wheels of the server's (and the build's) third-party imports for the remote's python and platform."""
+    wanted = runtime_requirements(build)
     pyver = "{}{}".format(*info["version_info"])
     target = _cache() / f"cp{pyver}-{info['machine']}"
     target.mkdir(parents=True, exist_ok=True)

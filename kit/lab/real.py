@@ -97,6 +97,7 @@ class RealLab(Lab):
     """The lab with the real sglang server on CPU, on this machine or an SSH host (kit/lab/real_remote.py)."""
 
     default_wait = DEFAULT_WAIT
+    _builds_env = True  # an SSH host builds its real-server environment with the shipped kit
 
     def __init__(self, host: Host | None = None, directory: str | None = None, python: str = "python3",
                  sglang: str = DEFAULT_SGLANG, model: str = DEFAULT_MODEL, progress=None, *,
@@ -190,11 +191,15 @@ class RealLab(Lab):
                                cli_hint=f"`sgl-kit lab restart --port {port}` moves it there")
             current.note = "already running; `sgl-kit lab restart` to change its flags"
             return current
-        self.prepare()
         port, moved = self._port(port, host, flags)
         argv = self._real_command(flags, port, host)
         port = int(option_value(argv, "--port") or port)
         host = option_value(argv, "--host") or host
+        # a port in use is said before preparing, which may build the environment for minutes
+        taken = self._agent("port", {"host": host, "port": port})
+        if taken.get("outcome") == "port-in-use":
+            return self._real_started(taken, port)
+        self.prepare()
         label = "custom flags" if flags else "default CPU launch"
         env = {**_SERVER_ENV, LAUNCH_ENV: f"real sglang {self.sglang} on CPU, tiny {self.model}, {label}"}
         args = {"lab_dir": self.directory, "argv": argv, "env": env, "host": host, "port": port,

@@ -6,10 +6,13 @@ there unless given). The name carries the fingerprint of the package lists, so a
 same kit built there (or this machine's, when the host shares its disk and home) is reused as is.
 
 When it is missing, it is built on the host by the kit itself, shipped as the stand-in lab ships it
-(``Lab.prepare``: a venv of the host's ``python3`` with the kit's wheel), running
-``kit.dryrun.serve_env.setup_serve`` there with the host's ``python3.11``: about 2.4 GB fetched by
-that host's pip and several minutes; each finished step is streamed back as it ends, and an
-interrupted build resumes where it stopped, as it does here.
+(``Lab.prepare``: a venv of the host's ``python3`` with the kit's wheel, here the one that also
+carries ``kit.dryrun.serve_env`` and the lists it installs, kit/lab/packaging.py), running
+``setup_serve`` there with the host's ``python3.11``: about 2.4 GB fetched by that host's pip and
+several minutes; each finished step is streamed back as it ends, and an interrupted build resumes
+where it stopped, as it does here. The sglang wheel goes over from this machine's cache (the host's
+venv of ``python3`` has no pip to fetch it). What goes wrong there comes back as one LabError: a
+step that failed with its reason and advice, or a module the shipped kit lacks; never a traceback.
 
 The tiny model is made on the host by the environment's own python (kit/lab/tiny_model.py, sent
 over). Start, stop, status and restart go through the lab agent, as for the stand-in.
@@ -30,6 +33,36 @@ BUILD_PYTHON = "python3.11"  # sglang 0.5.11+ ships cp311 wheels only (kit/dryru
 _BUILD_TIMEOUT = 3600.0
 _MODEL_TIMEOUT = 300.0
 _PROBE_TIMEOUT = 30.0
+_BUILD_MARK = "KIT-BUILD "  # the line _BUILD prints its outcome on
+# Run on the host by the shipped kit: argv is version, build python, the environment's expected path.
+# Every outcome is one marked JSON line, so the kit reports it as a LabError and never as a traceback.
+_BUILD = """
+import json, sys
+
+
+def say(kind, **what):
+    print("KIT-BUILD " + json.dumps(dict(what, kind=kind)), flush=True)
+
+
+try:
+    from kit.dryrun.serve_env import serve_environment, setup_serve
+    from kit.errors import KitError
+except ImportError as exc:
+    say("missing", module=exc.name, error=str(exc))
+    sys.exit(3)
+version, python, expected = sys.argv[1:4]
+env = serve_environment(version)
+if str(env.path) != expected:  # the same lists give the same name: anything else was not shipped whole
+    say("elsewhere", path=str(env.path))
+    sys.exit(5)
+try:
+    report = setup_serve(version, progress=lambda step: print(step, flush=True), python=python)
+except KitError as exc:
+    say("failed", message=exc.message, hint=exc.cli_hint or exc.hint, step=getattr(exc, "step", None),
+        package=getattr(exc, "package", None))
+    sys.exit(4)
+say("done", seconds=round(report.seconds))
+"""
 
 
 class RemoteServeEnv:
@@ -69,26 +102,44 @@ class RemoteServeEnv:
                  f"about 2.4 GB downloaded and installed by {host}'s pip with its {self.build_python}; this takes "
                  "minutes, and an interrupted build resumes where it stopped")
         self._ship_kit(progress)
-        code = ("import sys\nfrom kit.dryrun.serve_env import setup_serve\n"
-                f"r = setup_serve({self.version!r}, progress=lambda s: print(s, flush=True), "
-                f"python={self.build_python!r})\n"
-                "print('done in %.0f s' % r.seconds, flush=True)\n")
-        argv = [f"{self.lab.directory}/ml-env/bin/python", "-c", code]
+        argv = [f"{self.lab.directory}/ml-env/bin/python", "-c", _BUILD, self.version, self.build_python, self.path]
         tail: list[str] = []
+        outcome: dict = {}
         with self.lab.host.stream(argv, timeout=_BUILD_TIMEOUT, env={"SGL_KIT_CACHE": self.cache}) as stream:
             buffer = ""
             for name, data in stream:
                 buffer += data.decode("utf-8", "replace")
                 *lines, buffer = buffer.split("\n")
                 for line in lines:
+                    if name == "stdout" and line.startswith(_BUILD_MARK):
+                        outcome = json.loads(line[len(_BUILD_MARK):])
+                        continue
                     tail = (tail + [line])[-12:]
                     if name == "stdout" and line.strip():
                         progress(f"  {host}: {line}")
-        if stream.exited != 0 or not self.ready:
-            raise LabError(f"building the real-server environment on {host} failed (exit {stream.exited}); the end "
-                           "of its output:\n    " + "\n    ".join(tail or ["(none)"]),
-                           hint=f"fix what it names on {host} and run the same `sgl-kit lab up --engine sglang "
-                                f"--on {host}` again: it resumes where it stopped")
+        again = f"run the same `sgl-kit lab up --engine sglang --on {host}` again: finished steps are kept"
+        kind = outcome.get("kind")
+        if kind == "missing":
+            raise LabError(f"the kit shipped to {host} cannot import {outcome.get('module')} ({outcome.get('error')}), "
+                           "which builds the real-server environment there",
+                           hint="the kit's package for a host lacks it (kit/lab/packaging.py, BUILD_ENTRY): report "
+                                f"it; meanwhile run `sgl-kit lab up --engine sglang` on {host} itself")
+        if kind == "elsewhere":
+            raise LabError(f"the kit shipped to {host} would build the environment at {outcome.get('path')}, not at "
+                           f"{self.path}: it reads other package lists than this machine's kit",
+                           hint="the kit's package for a host lacks some of kit/data/serve or kit/data/dryrun "
+                                "(kit/lab/packaging.py): report it")
+        if kind == "failed":
+            step = f" at step {outcome['step']!r}" if outcome.get("step") else ""
+            hint = (f"the build runs on {host} with that host's pip and network: make {outcome['package']} "
+                    "reachable there (a package index it can reach, or PIP_FIND_LINKS in its environment)"
+                    if outcome.get("package") else f"on {host}: {outcome.get('hint') or 'fix what it names'}")
+            raise LabError(f"building the real-server environment on {host} failed{step}: {outcome.get('message')}",
+                           hint=f"{hint}; then {again}")
+        if kind != "done" or stream.exited != 0 or not self.ready:
+            last = [line for line in tail if line.strip()][-1:] or [f"no output; exit {stream.exited}"]
+            raise LabError(f"building the real-server environment on {host} stopped (exit {stream.exited}): "
+                           f"{last[0].strip()}", hint=f"fix what it names on {host}, then {again}")
         return "built"
 
     def _check_build_python(self) -> None:
@@ -108,11 +159,17 @@ class RemoteServeEnv:
                                 "sglang` run there")
 
     def _ship_kit(self, progress) -> None:
-        """The kit on the host, as the stand-in lab ships it: its venv with the kit's wheel."""
+        """The kit on the host, as the stand-in lab ships it (its venv with the kit's wheel, the one that
+        builds), and the sglang wheel in the host's kit cache, where the build looks for it first."""
+        from . import packaging
         from .control import Lab
 
         progress(f"  shipping the kit to {self.lab.host.name}:{self.lab.directory}/ml-env")
         Lab.prepare(self.lab)
+        wheel = packaging.sglang_wheel(self.version)
+        there = f"{self.cache}/wheels/{wheel.name}"
+        if self.lab._agent("have", {"paths": [there]})["have"].get(there) != packaging.sha256(wheel):
+            self.lab._agent("put", {"path": there}, stdin=wheel.read_bytes(), timeout=600)
 
     # -- the tiny model ----------------------------------------------------------------
     def make_model(self, model: str, model_dir: str, server_env: dict, progress) -> dict:
