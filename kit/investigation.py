@@ -71,9 +71,14 @@ class Symptom:
         return self.rate < 0.9 * self.baseline_tok_s if self.baseline_tok_s and self.rate else None
 
     def to_text(self) -> str:
-        lines = [f"{self.target}, this benchmark: {self.rate:.1f} tok/s per request (median of {self.requests}), "
-                 f"time to first token {self.ttft_ms:.0f} ms"
+        rate = f"{self.rate:.1f} tok/s per request (median of {self.requests})" if self.rate is not None else (
+            f"no decode rate: none of its {self.requests} requests streamed its decode tokens over time (the run "
+            "names each; a server that sends a whole answer at once has no per-token timing to read)")
+        ttft = f", time to first token {self.ttft_ms:.0f} ms" if self.ttft_ms is not None else ""
+        lines = [f"{self.target}, this benchmark: {rate}{ttft}"
                  + (f", accept length {self.accept_length:.2f}" if self.accept_length else "")]
+        if self.rate is None:
+            return "\n".join(lines + ([self._log_line()] if self.log_rate else []))
         if self.baseline_tok_s:
             lines.append(f"baseline {self.baseline_tok_s:g} tok/s: {self.gap:+.1f} tok/s short "
                          f"({self.rate / self.baseline_tok_s:.0%} of it)" if self.gap > 0 else

@@ -161,9 +161,9 @@ class Validation:
             return self._nothing_to_fix()
         if not self.applied:
             return ("Not applied: the fixes were printed, not run (set apply_fix = True to relaunch a real server). "
-                    f"Before: {self.before:.1f} tok/s.")
+                    f"Before: {_rate(self.before)}.")
         first = self.results[0]
-        lines = [f"Before: {self.before:.1f} tok/s per request, time to first token {first.ttft_ms:.0f} ms "
+        lines = [f"Before: {_rate(self.before)} per request, time to first token {_ms(first.ttft_ms)} "
                  f"(means of {first.run.totals['ok']} requests)."]
         for r in self.results[1:]:
             lines.append(f"+ {r.step.title} ({_step_label(r.step)}): {_effect(r)}.")
@@ -172,7 +172,7 @@ class Validation:
                              + ("the measurement agrees, a validated negative: do not ship this change here."
                                 if prediction_holds(r) else "the measurement disagrees: look again at the gate "
                                 "chain (sgl-kit gates) and at what else changed"))
-        if self.ceiling_tok_s:
+        if self.ceiling_tok_s and self.after is not None:
             lines.append(f"After: {self.after:.1f} tok/s, {self.after / self.ceiling_tok_s:.0%} of the single-stream "
                          f"ceiling ({self.ceiling_tok_s:.1f} tok/s at this accept length).")
         if self.symptom_gone is not None:
@@ -196,10 +196,10 @@ class Validation:
         if self.unfixable:
             lines.append("Its findings with nothing to change on this machine (what each costs, and why no fix):")
             lines += [f"  - {x}" for x in self.unfixable]
-        lines.append(f"Measured as found: {self.before:.1f} tok/s per request, time to first token "
-                     f"{first.ttft_ms:.0f} ms (means of {first.run.totals['ok']} requests, "
+        lines.append(f"Measured as found: {_rate(self.before)} per request, time to first token "
+                     f"{_ms(first.ttft_ms)} (means of {first.run.totals['ok']} requests, "
                      f"{first.run.totals.get('output_tokens', 0)} output tokens counted by the server).")
-        if self.baseline_tok_s:
+        if self.baseline_tok_s and self.before is not None:
             lines.append(f"Against the baseline's {self.baseline_tok_s:g} tok/s: "
                          f"{'at least' if self.before >= 0.9 * self.baseline_tok_s else 'below'} 90% of it.")
         return "\n".join(lines + self.notes)
@@ -244,6 +244,14 @@ class Validation:
         return pre(self.conclusion())
 
 
+def _rate(value: float | None) -> str:
+    return f"{value:.1f} tok/s" if value is not None else "no decode rate (no request streamed its tokens over time)"
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.0f} ms" if value is not None else "not measured"
+
+
 def prediction_holds(r: StepResult) -> bool:
     """A "no change" prediction holds when neither decode nor time to first token changed significantly."""
     return all(c is None or c.verdict not in ("improved", "regressed") for c in (r.vs_previous, r.ttft_vs_previous))
@@ -252,8 +260,11 @@ def prediction_holds(r: StepResult) -> bool:
 def _effect(r: StepResult) -> str:
     """One step's measured effect, decode and time to first token, each with its interval."""
     c, t = r.vs_previous, r.ttft_vs_previous
-    out = (f"decode {r.rate:.1f} tok/s, {c.diff:+.1f} tok/s ({c.rel_diff:+.0%}), {c.confidence:.0%} CI "
-           f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {_word(c.verdict, 'faster', 'slower')}")
+    if r.rate is None or c is None:
+        out = f"decode: {_rate(r.rate)}"
+    else:
+        out = (f"decode {r.rate:.1f} tok/s, {c.diff:+.1f} tok/s ({c.rel_diff:+.0%}), {c.confidence:.0%} CI "
+               f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]: {_word(c.verdict, 'faster', 'slower')}")
     if t is not None:
         out += (f"; time to first token {r.ttft_ms:.0f} ms, {t.diff:+.0f} ms ({t.rel_diff:+.0%}), CI "
                 f"[{t.ci_low:+.0f}, {t.ci_high:+.0f}]: {_word(t.verdict, 'lower', 'higher')}")
@@ -280,7 +291,8 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
             if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
     unfixable = [f"{f.title} ({f.id}): {f.estimate.text()}; {'; '.join(f.avoid) or 'no fix named'}"
                  for f in getattr(diagnosis, "findings", []) or []
-                 if not f.changes and not f.advice and f.estimate.share]
+                 if not f.changes and not f.advice and f.avoid
+                 and not str(f.estimate.reason).startswith("does not apply")]
     if not plan:  # nothing to relaunch: the launch as found, measured, is the whole result
         run = measure(host, server, requests=requests, max_tokens=max_tokens, progress=progress, label="as-found")
         say("the doctor planned no step: nothing to relaunch")

@@ -30,7 +30,7 @@ from _lab_support import free_port
 
 from kit.hosts import LocalHost
 from kit.lab.real import RealLab
-from kit.target import discover, resolve_server
+from kit.target import discover, find_server, resolve_server
 
 START_TIMEOUT = 600.0
 # The session fixtures of shared real servers: tests/conftest.py checks them around each test that uses one.
@@ -49,8 +49,8 @@ class RealServer:
 
     def server(self):
         ours = [s for s in discover(self.host) if s.labels.get("lab_dir") == self.lab_dir]
-        if self.by_port:
-            return resolve_server(self.host, "lab", port=self.port, servers=ours)
+        if self.by_port:  # not "the lab" (SGL_KIT_LAB_DIR names another directory): this server, by its port
+            return find_server(self.host, port=self.port, servers=ours)
         return resolve_server(self.host, "lab", servers=ours)
 
     @property
@@ -119,19 +119,19 @@ def stop_everything(lab_dir: str, timeout: float = 30.0) -> list[int]:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.2)
     for pid in pids:
-        if _alive(pid):
+        if alive(pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
     time.sleep(0.5)
-    return [p for p in pids if _alive(p)]
+    return [p for p in pids if alive(p)]
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"

@@ -452,6 +452,23 @@ def _shared_real_servers(request):
                     "(own_real_server)", pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def sglang_trees(sglang_source) -> Callable[[str], object]:
+    """``sglang_trees("0.5.11")`` -> a kit.source.SourceTree of that real release, one per version per session
+    (its parsed modules are shared by the tests that read it)."""
+    from kit.hosts import LocalHost
+    from kit.source import SourceTree
+
+    cache: dict[str, object] = {}
+
+    def get(version: str = "0.5.11"):
+        if version not in cache:
+            cache[version] = SourceTree.at(LocalHost(), sglang_source(version))
+        return cache[version]
+
+    return get
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _dryrun_workers(tmp_path_factory):
     """Tests that reach the dry-run (lab, witness, doctor) start warm workers: keep them out of the

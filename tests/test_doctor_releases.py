@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from kit.doctor import RULES, diagnose, from_files
-from kit.hosts import LocalHost
 from kit.server_args import flag_table
-from kit.source import SourceTree
 
 RELEASES = ("0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
 ROOT = Path(__file__).resolve().parent.parent / "data" / "incidents"
@@ -41,15 +39,8 @@ NOT_SERVER = {"--bench", "--log", "--concurrency", "--model", "--tune"}
 
 
 @pytest.fixture(scope="module")
-def trees(sglang_source):
-    cache = {}
-
-    def get(version):
-        if version not in cache:
-            cache[version] = SourceTree.at(LocalHost(), sglang_source(version))
-        return cache[version]
-
-    return get
+def trees(sglang_trees):
+    return sglang_trees
 
 
 def _rule(rule_id):

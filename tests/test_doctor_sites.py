@@ -24,9 +24,7 @@ from pathlib import Path
 import pytest
 
 from kit.doctor import RULES, diagnose, from_files
-from kit.hosts import LocalHost
 from kit.provenance import Reacher, explain
-from kit.source import SourceTree
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN = ROOT / "kit" / "data" / "resolved" / "models" / "qwen3.6-27b" / "config.json"
@@ -39,15 +37,8 @@ _SPEC.loader.exec_module(hits)
 
 
 @pytest.fixture(scope="module")
-def trees(sglang_source):
-    cache = {}
-
-    def get(version):
-        if version not in cache:
-            cache[version] = SourceTree.at(LocalHost(), sglang_source(version))
-        return cache[version]
-
-    return get
+def trees(sglang_trees):
+    return sglang_trees
 
 
 def _incident_launch(path: Path, tmp: Path) -> dict:
@@ -114,7 +105,8 @@ def test_no_cited_site_is_false_for_a_corpus_case(path):
 def test_no_cited_site_is_false_for_the_incidents_launches(path, version, trees, tmp_path):
     evidence = from_files(tree=trees(version), **_incident_launch(path, tmp_path))
     diagnosis = diagnose(evidence)
-    assert diagnosis.findings, "the incident's launches have findings: this checks their sites"
+    if "nospec" not in path.stem:  # the launches without speculative decoding may leave nothing to find
+        assert diagnosis.findings, "the incident's launches have findings: this checks their sites"
     assert not _check(diagnosis, evidence), diagnosis.to_text()
 
 

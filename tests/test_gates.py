@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.hosts import LocalHost
 from kit.provenance.gates import MECHANISMS, gate_chain
-from kit.source import SourceTree
 
 REPO = Path(__file__).resolve().parent.parent
 RESOLVED = REPO / "kit" / "data" / "resolved"
@@ -28,11 +26,8 @@ def _args(name: str, **changes) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tree(sglang_source):
-    def get(version: str) -> SourceTree:
-        return SourceTree.at(LocalHost(), sglang_source(version))
-
-    return get
+def tree(sglang_trees):
+    return sglang_trees
 
 
 def _step(chain, where: str):

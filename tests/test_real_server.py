@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 from _lab_support import free_port
-from _real_server_support import START_TIMEOUT, metric_total, stop_everything
+from _real_server_support import START_TIMEOUT, alive, metric_total, stop_everything
 
 from kit.errors import LabError, UnsupportedVersion
 from kit.hosts import LocalHost
@@ -212,7 +212,7 @@ def test_relaunch_with_apply_fix_path_restarts_the_real_server_the_way_it_ran(ow
     assert again.server_info()["max_running_requests"] == 7
     assert {"sglang::scheduler", "sglang::detokenizer"} <= {c["name"] for c in again.children}
     # nothing of the old server is left: its workers went with it
-    assert not [c for c in server.children if _alive(c["pid"])]
+    assert not [c for c in server.children if alive(c["pid"])]
     # the lab's own record follows the relaunched server: status names it, and down stops it
     status = mine.lab.status()
     assert status.running and status.pid == again.pid and status.port == mine.port
@@ -220,13 +220,6 @@ def test_relaunch_with_apply_fix_path_restarts_the_real_server_the_way_it_ran(ow
     assert not stopped.running and mine.lab.status().pid is None
     assert [s for s in discover(mine.host) if s.labels.get("lab_dir") == mine.lab_dir] == []
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------------------- bad input
