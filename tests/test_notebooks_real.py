@@ -73,7 +73,10 @@ def test_the_guided_notebooks_follow_a_real_cpu_server(real_story):
     text = {name: _everything(out / f"{name}.ipynb") for name in REAL_NOTEBOOKS}
     server = real_server.server()
     assert "<ServerProcess sglang 0.5.11" in text["00_connect"] and "sglang.launch_server" in text["00_connect"]
-    assert "tok/s per request (median of 2)" in text["01_symptom"]
+    # the tiny model answers faster than a busy client reads: a request whose tokens came at once gets no rate,
+    # and the symptom says so rather than divide by a span of a few milliseconds (kit.bench)
+    assert ("tok/s per request (median of 2)" in text["01_symptom"]
+            or "no decode rate: none of its 2 requests streamed its decode tokens over time" in text["01_symptom"])
     # 03: the rule that fired on this server is sglang's non-CUDA rule, decided by its CPU engine variable
     story = text["03_auto_disable"]
     assert "Rule '5. Non-CUDA hardware (AMD, NPU, CPU, MPS, XPU, etc.)' fired at srt/server_args.py:" in story
