@@ -194,6 +194,11 @@ def _html(out: Path, console) -> Path | None:
     return target
 
 
+# A finding with no line of sglang behind it for this launch (the launch itself set the value): its
+# evidence, in 03/04, says where the value came from.
+_NO_SITE = "no line of sglang set it for this launch (the finding's evidence in 04 says what did)"
+
+
 def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, pays: dict | None = None) -> None:
     steps = data["steps"]
     fixes = [s for s in steps[1:] if not s.get("predicted")]
@@ -207,9 +212,9 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, 
         f"{data['baseline_tok_s']:g}.")
     say("The causes, found in the source of the server's own sglang:")
     for step in fixes:
-        say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or 'see the notebook'}")
+        say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or _NO_SITE}")
     for step in checks:
-        say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or 'see the notebook'}; restoring it "
+        say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or _NO_SITE}; restoring it "
             f"is predicted to change nothing here: {step['predicted'].split(': ', 1)[-1]}")
     say("The fixes, one at a time, each measured against the launch before it (means, 95% bootstrap CI):")
     for step in fixes:

@@ -151,7 +151,7 @@ def test_the_story_runs_every_guided_notebook_in_order(story):
     assert "The symptom:" in printed and "The causes, found in the source" in printed
     # the steps finding cites no source line: the launch sets the steps, so 7506 (sglang's fallback when a launch
     # sets none) did not run for it
-    assert "srt/server_args.py:1230" in printed and "(speculative-steps-low): see the notebook" in printed
+    assert "srt/server_args.py:1230" in printed and "(speculative-steps-low): no line of sglang set it for this launch" in printed
     assert (out / "investigation.html").stat().st_size > 10_000
 
 
