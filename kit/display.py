@@ -73,6 +73,17 @@ def pre(text: str) -> str:
     return f"<pre style='{PRE_STYLE}'>{breakable(text)}</pre>"
 
 
+class Text(str):
+    """Text for a notebook cell's result: shown like print() in a terminal and as its plain text, and in
+    JupyterLab as preformatted text that wraps at spaces, never inside a word (print()'s output may)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        return pre(str(self))
+
+
 def td(inner: str, *, colspan: int = 1, head: bool = False, style: str = "") -> str:
     """One left-aligned, top-aligned cell of ``inner`` (HTML)."""
     tag = "th" if head else "td"

@@ -30,7 +30,7 @@
 # %%
 import kit.lab
 from kit import investigation
-from kit.display import ab_comparison
+from kit.display import Text, ab_comparison
 from kit.doctor import doctor
 from kit.report import build_report
 from kit.target import connect, resolve_server
@@ -139,7 +139,7 @@ for result in validation.results[1:]:
 # `baseline_tok_s = 0` there: that scenario has no baseline.
 
 # %%
-print(validation.conclusion())
+Text(validation.conclusion())
 
 # %%
 if summary_path:
@@ -165,10 +165,9 @@ pays = None
 if pays_launch:
     pays = investigation.where_it_pays(host, target, server, launch=pays_launch, requests=requests,
                                        max_tokens=max_tokens)
-if pays is not None:
-    print(pays.conclusion())
-    if summary_path:
-        print(f"written: {pays.save(summary_path.replace('.json', '') + '-' + pays_launch + '.json')}")
+if pays is not None and summary_path:
+    print(f"written: {pays.save(summary_path.replace('.json', '') + '-' + pays_launch + '.json')}")
+Text(pays.conclusion() if pays is not None else "")
 
 # %% [markdown]
 # ## Share

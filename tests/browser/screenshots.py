@@ -71,7 +71,8 @@ NOTEBOOKS = {
         Region("plan", "plan = investigation.fix_plan(", "the plan: one fix per step"),
         Region("steps", "validation.plot()", "decode tok/s at each step, with the baseline and the roofline"),
         Region("ab", "display(ab_comparison(", "each step against the one before: A/B and the bootstrap of B - A"),
-        Region("conclusion", "print(validation.conclusion())", "the conclusion, computed from the runs"),
+        Region("conclusion", "Text(validation.conclusion())", "the conclusion, computed from the runs"),
+        Region("pays", "Text(pays.conclusion()", "where the refused fix would pay: the launch without speculative decoding"),
     ]),
     "06": ("06_practice.ipynb", [
         Region("incident", "incident = practice.load(", "the evidence as posted, for the default case"),
