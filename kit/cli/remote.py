@@ -166,9 +166,12 @@ def register_forward(sub) -> None:
 
 
 def cmd_forward(args) -> int:
+    import threading
     import time
 
-    with host_for(args) as host:
+    opened = host_for(args)
+    host = opened.__enter__()
+    try:
         port = args.port or _only_server_port(host) or 30000
         local = host.forward(port, "127.0.0.1", args.local_port)
         if local == port and host.name == "local":
@@ -181,7 +184,13 @@ def cmd_forward(args) -> int:
                 time.sleep(3600)
         except KeyboardInterrupt:
             sys.stdout.write("forward closed\n")
-    return 0
+        return 0
+    finally:
+        # Ctrl-C ends the command at once: the connection is closed in the background for up to 5 s (a channel
+        # a client left open may hold it); the process exits either way and the OS closes what is left
+        closer = threading.Thread(target=opened.__exit__, args=(None, None, None), daemon=True)
+        closer.start()
+        closer.join(5)
 
 
 def _only_server_port(host) -> int | None:

@@ -500,6 +500,10 @@ class _Forward:
 
     def close(self) -> None:
         self.alive = False
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accept() of its thread; close() alone may not
+        except OSError:
+            pass
         self.server.close()
 
 
