@@ -272,3 +272,46 @@ def test_a_log_that_is_no_text_is_said_not_counted(tmp_path):
     proc = sgl_kit(None, "doctor", "--log", str(blob), "--paste", str(PASTE), "--json")  # the rest still counts
     assert proc.returncode == 0, proc.stderr
     assert any(p.startswith(f"--log {blob}: it is binary") for p in json.loads(proc.stdout)["problems"])
+
+
+# --------------------------------------------------------------------------- sgl-kit gates
+
+
+def _incident_files(tmp_path, variant: str) -> list[str]:
+    """The incident's launch as a log line and a command, both from the 0.5.11 dry-run's committed record."""
+    record = json.loads((ROOT / "kit" / "data" / "resolved" / f"incident-{variant}-0.5.11.json").read_text())
+    log, cmd = tmp_path / f"{variant}.log", tmp_path / f"{variant}.cmd"
+    log.write_text("[2026-05-01 10:00:00] " + record["server_args_line"] + "\n")
+    cmd.write_text("python -m sglang.launch_server " + record["made_by"].split(" -- ", 1)[1] + "\n")
+    return ["--log", str(log), "--command", str(cmd), "--sglang", "0.5.11", "--gpu", "a6000",
+            "--model-config", str(ROOT / "kit" / "data" / "lab" / "Qwen3.6-27B" / "config.json")]
+
+
+def test_gates_shows_the_check_that_refuses_the_incidents_prefill_graph(tmp_path):
+    proc = sgl_kit(None, "gates", "prefill-graph", *_incident_files(tmp_path, "new"), "--restored")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    flat = " ".join(out.split())  # the text wraps at the terminal's width
+    assert out.startswith("the prefill (piecewise) CUDA graph, sglang 0.5.11 (the launch with it turned back on)")
+    assert "verdict: never" in flat
+    assert "REFUSES srt/model_executor/piecewise_cuda_graph_runner.py:454" in flat
+    assert "capture_hidden_mode = FULL (2)" in flat and "eagle_worker_v2.py:707" in flat
+    # as found, the auto-disable rule has already turned it off at startup
+    found = json.loads(sgl_kit(None, "gates", "prefill-graph", *_incident_files(tmp_path, "new"), "--json").stdout)
+    assert found["verdict"] == "never" and found["blocking"]["stage"] == "setup"
+    # without speculative decoding, nothing refuses a text request: no blocking check
+    plain = json.loads(sgl_kit(None, "gates", "prefill-graph", *_incident_files(tmp_path, "nospec"), "--restored",
+                               "--json").stdout)
+    assert plain["blocking"] is None and plain["restored"] is True
+    assert any(s["where"].endswith("piecewise_cuda_graph_runner.py:454") and s["verdict"] == "passes"
+               for s in plain["steps"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["prefil-graph"], "did you mean 'prefill-graph'?"),
+    (["prefill-graph"], "`sgl-kit gates lab`"),
+    (["prefill-graph", "--log", "/nonexistent/server.log"], "no such file: /nonexistent/server.log"),
+])
+def test_gates_bad_input(argv, message):
+    proc = sgl_kit(None, "gates", *argv)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

@@ -48,7 +48,7 @@ def register(sub) -> None:
     prometheus_options(p, since="1h", what=": the rules over what the server did read its series over --since "
                                             "(without it, a live server's own /metrics when it has --enable-metrics)")
     server_options(p)
-    p.set_defaults(func=cmd_doctor)
+    p.set_defaults(func=cmd_doctor, verb="doctor")
     common_options(p)
 
     from kit.provenance.gate_chain import MECHANISMS
@@ -78,7 +78,7 @@ def register(sub) -> None:
     g.add_argument("--all", action="store_true", help="list the checks that pass too (default: folded)")
     _evidence_options(g)
     server_options(g)
-    g.set_defaults(func=cmd_gates)
+    g.set_defaults(func=cmd_gates, verb="gates")
     common_options(g)
 
 
@@ -194,8 +194,8 @@ def gather(args, given: dict, progress, runtime: dict | None = None):
         return ev
     if not given and not (runtime or {}).get("prometheus") and not getattr(args, "trace", None):
         raise KitError("nothing to examine: no TARGET and no evidence files",
-                       hint=f"`sgl-kit {args.command} lab`, `sgl-kit {args.command} gpu-box`, or give --log/--command "
-                            f"and friends (sgl-kit {args.command} --help)")
+                       hint=f"`sgl-kit {args.verb} lab`, `sgl-kit {args.verb} gpu-box`, or give --log/--command "
+                            f"and friends (sgl-kit {args.verb} --help)")
     ev = from_files(sglang=args.sglang, package_dir=args.package_dir, baseline=getattr(args, "baseline", None),
                     bench=getattr(args, "bench", None), gpu=args.gpu, progress=progress, **given)
     if (runtime or {}).get("prometheus"):
