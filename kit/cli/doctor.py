@@ -45,6 +45,9 @@ def register(sub) -> None:
     p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length")
     p.add_argument("--trace", metavar="FILE", nargs="+", help="torch-profiler traces of the server (`sgl-kit profile`): "
                                                            "the rules over its steps read their summary")
+    p.add_argument("--capacity", action="store_true", help="add sglang's capacity arithmetic for this launch (graph "
+                                                           "ceiling, KV pool, state pool, chunked prefill), each with "
+                                                           "its formula's file:line")
     prometheus_options(p, since="1h", what=": the rules over what the server did read its series over --since "
                                             "(without it, a live server's own /metrics when it has --enable-metrics)")
     server_options(p)
@@ -126,14 +129,22 @@ def cmd_doctor(args) -> int:
     if status is not None:
         status.start()
     try:
-        result = diagnose(gather(args, given, progress, runtime=runtime))
+        evidence = gather(args, given, progress, runtime=runtime)
+        result = diagnose(evidence)
+        capacity = None
+        if args.capacity:
+            from kit.doctor.capacity import report
+
+            capacity = report(evidence)
     finally:
         if status is not None:
             status.stop()
     if args.json:
-        emit_json(result.to_dict())
+        emit_json({**result.to_dict(), **({"capacity": capacity.to_dict()} if capacity is not None else {})})
     else:
         sys.stdout.write(result.to_text(width=_width()))
+        if capacity is not None:
+            sys.stdout.write("\n" + capacity.text() + "\n")
     return 0
 
 
