@@ -543,7 +543,8 @@ def _cell_size(case: Case, src: _Source) -> dict | None:
     chosen = next((a for a in assigns if ("kv_lora_rank" in ast.unparse(a.value)) == mla), None)
     if chosen is None:
         return None
-    site = Site(f"{short}:{chosen.lineno}", ast.unparse(chosen.value), "bytes of KV per token (cell_size)")
+    site = Site(f"{short}:{chosen.lineno}", _line(case, path, chosen.lineno),
+                f"bytes of KV per token, cell_size = {ast.unparse(chosen.value)}")
     out = {"sites": [site], "inputs": [], "notes": []}
     if not config:
         out["notes"].append(f"config.json is not in the evidence: {site.where} needs the model's layers and "
