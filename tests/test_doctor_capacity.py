@@ -122,3 +122,15 @@ def test_silent_when_capacity_is_fine():
     assert "8 request(s)" in kv.conclusion
     assert all(not c.sites for c in rep.checks)  # no version: no line of sglang is cited
     assert "version unknown" in rep.text()
+
+
+def test_the_doctor_reports_the_short_pool_and_stays_silent_when_it_is_fine():
+    from kit.doctor import diagnose
+
+    moe = diagnose(from_files(paste=[str(INCIDENTS / "sglang-2882-dp-attention-slower" / "issue.md")],
+                              sglang="0.4.1.post4",
+                              model_config=str(ROOT / "tests" / "data" / "models" / "deepseek-v3" / "config.json")))
+    found = next(f for f in moe.findings if f.id == "kv-pool-short")
+    assert "at most 65536" in found.evidence[0] and found.estimate.basis == "not estimated"
+    fine = diagnose(from_files(paste=[str(INCIDENTS / "sglang-29575-ready-line-fine" / "issue.md")]))
+    assert not any(f.id in ("kv-pool-short", "prefill-chunks-hold-decode") for f in fine.findings)
