@@ -3,6 +3,10 @@ exactly as posted: the stated cause is in the top 3 findings, or (for causes the
 cannot show) the output names the evidence that would show it; servers that were fine get no false
 alarm about the stated concern. ``-s`` prints the corpus table and the hit rates.
 
+A first-look case (``first_look`` in its case.yaml) runs as posted: ``--sglang`` only when the post states the
+release. One whose expectation the doctor did not meet at first look has ``first_look_miss: true`` and is an
+expected failure here (xfail, not a skip), so a doctor that starts meeting it shows up as XPASS.
+
 The runner is benchmarks/incident_hit_rate.py (the same table as a script)."""
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ def test_every_case_says_what_it_expects():
 def test_the_doctor_on_a_real_incident(path, outcomes):
     o = outcomes[path.name]
     e = o.expect
+    if o.first_look_miss and not o.passed:
+        pytest.xfail(f"{path.name}: missed at first look ({o.first_look.get('outcome')})")
     if "rule" in e:
         assert o.rank is not None and o.rank <= int(e.get("rank_at_most", 3)), (o.findings, o.text[:2000])
     elif "names_evidence" in e:
@@ -53,8 +59,10 @@ def test_the_doctor_on_a_real_incident(path, outcomes):
 
 
 def test_hit_rates_over_the_corpus(outcomes):
-    ordered = [outcomes[p.name] for p in CASES]
-    print("\n" + hits.table(ordered))
+    every = [outcomes[p.name] for p in CASES]
+    print("\n" + hits.table(every))
+    print("\n" + hits.first_look_report([o for o in every if o.first_look]))
+    ordered = [o for o in every if not o.first_look_miss]  # the first-look misses are counted in their own report
     rates = hits.hit_rates(ordered)
     print(f"top-1 {rates['top1']}/{rates['detectable']}, top-3 {rates['top3']}/{rates['detectable']} of the cases "
           f"whose stated cause a rule can find; {rates['passed']}/{rates['cases']} expectations met")
