@@ -577,7 +577,7 @@ def _stand_in(gpu: str, count: int, why: str):
 
 
 def _model_config(ev: Evidence, path: str | None, host=None) -> None:
-    from kit.model_config import load_model_config, model_config_beside
+    from kit.model_config import catalog_miss, config_for, load_model_config, model_config_beside
 
     try:
         if path:
@@ -591,8 +591,11 @@ def _model_config(ev: Evidence, path: str | None, host=None) -> None:
                 ev.sources["model_config"] = f"{ev.args['model_path']}/config.json"
     except KitError as err:
         ev.problem("the model's config.json", err)
+    named = ev.args.get("model_path") or launch_word(ev, "--model-path", "--model")
+    if ev.model_config is None and named and (hit := config_for(str(named))) is not None:
+        ev.model_config, ev.sources["model_config"] = hit
     if ev.model_config is None:
-        ev.problems.append(_no_model_config(ev))
+        ev.problems.append(_no_model_config(ev) + (f"; {catalog_miss(named)}" if named else ""))
 
 
 def launch_word(ev: Evidence, *options: str) -> str | None:
