@@ -204,7 +204,8 @@ def _stored_static(ev) -> Resolution:
     probes, calls = _hardware_answers(ev)
     inputs = {"explicit": ev.explicit, "args": ev.args if _read_from_server(ev) else None,
               "unknown": sorted(ev.unknown), "asked_unknown": ev.asked_unknown, "config": ev.model_config,
-              "environ": ev.environ, "probes": probes, "calls": calls, "version": ev.version}
+              "environ": ev.environ, "probes": probes, "calls": calls, "version": ev.version,
+              "code": _own_stamp()}
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=repr).encode()).hexdigest()[:24]
     index = index_of(modules_for(ev.tree))
     stored = index.get("doctor.resolve", key) if index is not None else MISSING
@@ -221,6 +222,14 @@ def _stored_static(ev) -> Resolution:
         index.put("doctor.resolve", key, {"version": res.version, "changes": [c.to_dict() for c in res.changes],
                                           "notes": res.notes, "passes": res.passes})
     return res
+
+
+def _own_stamp() -> str:
+    """This module's size and time: a stored resolution made by other code is not read."""
+    import os
+
+    st = os.stat(__file__)
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def static_resolution(ev) -> Resolution:
@@ -337,7 +346,7 @@ def _reads_itself(write, name: str) -> bool:
 _NEEDS = [
     (re.compile(r"gpu_mem|memory_capacity|get_device_memory|cuda\.is_available|torch\.cuda"),
      "the GPU and its memory (--nvidia-smi FILE or --gpu NAME)"),
-    (re.compile(r"hardware probe|is_cuda|is_hip|is_sm\d+|platform"), "the GPU (--nvidia-smi FILE or --gpu NAME)"),
+    (re.compile(r"hardware probe|is_cuda|is_hip|is_sm\d+|platform"), "the GPU, a hardware probe the evidence does not answer (--nvidia-smi FILE or --gpu NAME answers the CUDA ones)"),
     (re.compile(r"model_config|config\.json|hf_config|is_multimodal|architectures"),
      "the model's config.json (--model-config FILE)"),
     (re.compile(r"environment variable|envs\.|getenv"), "the server's environment (--environ FILE)"),
