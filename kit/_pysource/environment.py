@@ -49,9 +49,18 @@ def env_call(ev, node: ast.Call, args: list | None):
     if name in _OS_GET and args and isinstance(args[0], str):
         return _raw(ev, args[0], args[1] if len(args) > 1 else None, f"{name}({args[0]!r})")
     if name.rsplit(".", 1)[-1] == "get_bool_env_var" and args and isinstance(args[0], str):
-        raw = _raw(ev, args[0], args[1] if len(args) > 1 else "false", f"get_bool_env_var({args[0]!r})")
+        default = args[1] if len(args) > 1 else _keyword_constant(node, "default", "false")
+        raw = _raw(ev, args[0], default, f"get_bool_env_var({args[0]!r})")
         return raw.lower() in ("true", "1") if isinstance(raw, str) else raw
     return None
+
+
+def _keyword_constant(node: ast.Call, name: str, otherwise):
+    """A keyword argument written as a constant (``default="true"``), else ``otherwise``."""
+    for kw in node.keywords:
+        if kw.arg == name and isinstance(kw.value, ast.Constant):
+            return kw.value.value
+    return otherwise
 
 
 def _lookup(ev, var: str):

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from kit.errors import KitError
 
-from . import rules, rules_capacity, rules_hw, rules_metrics, rules_runtime  # noqa: F401  (they register their rules)
+from . import rules, rules_capacity, rules_hw, rules_metrics, rules_resolved, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
 from .evidence import Evidence, from_files, from_server, launch_word
 from .result import Change, Diagnosis, Finding, Impact

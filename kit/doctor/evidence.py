@@ -59,6 +59,7 @@ class Evidence:
     trace: dict | None = None  # torch-profiler summaries and their collectives (rules_trace.add_trace)
     startup: list[str] = field(default_factory=list)  # log lines about graph capture and all-reduce setup
     unusable: list[str] = field(default_factory=list)  # files given that hold no text at all (empty, binary): why
+    resolution: Any = None  # kit.doctor.resolve.Resolution: the launch as its release's code resolves it
 
     def problem(self, what: str, err: Exception | str) -> None:
         text = getattr(err, "message", None) or str(err)
@@ -150,6 +151,7 @@ def from_files(
     _decode_alone(ev, pending)
     _hardware_from_files(ev, nvidia_smi, topo, gpu)
     _model_config(ev, model_config)
+    _resolve_launch(ev)
     _baseline(ev, baseline)
     _bench(ev, bench)
     ev.notices = list(dict.fromkeys(ev.notices))
@@ -531,6 +533,22 @@ def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> N
             ev.args.pop(name, None)
         ev.unknown.update(unreadable)
         ev.sources["args"] = f"the flags of {where} over sglang {ev.tree.version}'s defaults (not resolved)"
+
+
+def _resolve_launch(ev: Evidence) -> None:
+    """The launch as its release resolves it (kit.doctor.resolve): decided changes go into ``ev.args``
+    (``ev.explicit`` stays what was asked); values the server reported are kept."""
+    from .resolve import apply, resolve
+
+    ev.resolution = resolve(ev)
+    if ev.resolution is None or ev.resolution.how == "read":
+        return
+    apply(ev, ev.resolution)
+    how = "a dry-run of its own code" if ev.resolution.how == "dry-run" else "its own code, read statically"
+    if ev.sources.get("args", "").startswith("the flags of"):
+        ev.sources["args"] = ev.sources["args"].replace("(not resolved)", f"resolved by {how}")
+    ev.sources["resolution"] = (f"sglang {ev.resolution.version} resolved the launch by {how}: "
+                                f"{len(ev.resolution.decided)} changes, {len(ev.resolution.undecided)} undecided")
 
 
 def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None, gpu: str | None) -> None:
