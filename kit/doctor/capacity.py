@@ -104,9 +104,13 @@ class CapacityReport:
 def report(case_or_evidence: Case | Evidence) -> CapacityReport:
     """The four capacity checks for a Case (or Evidence) of the doctor."""
     case = case_or_evidence if isinstance(case_or_evidence, Case) else Case(case_or_evidence)
+    done = case.__dict__.get("_capacity_report")  # the rules ask for it several times per diagnosis
+    if done is not None:
+        return done
     src = _Source(case.ev.tree)
     checks = [_graph_ceiling(case, src), _kv_pool(case, src), _state_pool(case, src), _chunked_prefill(case, src)]
-    return CapacityReport(case.ev.version, checks)
+    case.__dict__["_capacity_report"] = done = CapacityReport(case.ev.version, checks)
+    return done
 
 
 # --------------------------------------------------------------------------- the source of this version
