@@ -238,6 +238,19 @@ def _literal_writes(src: _Source, field_name: str) -> list[tuple[int, Site]]:
     return out
 
 
+def _resolution_site(case: Case, name: str, src: _Source) -> list[Site]:
+    """The write of sglang's resolution that gave a field the launch left unset its value (kit.doctor.resolve)."""
+    change = case.ev.resolution.change(name) if getattr(case.ev, "resolution", None) is not None else None
+    if change is None or not change.decided or case.asked(name) or not change.site:
+        return []
+    path, _, line = change.site.rpartition(":")
+    try:
+        text = src.tree.read_text("sglang/" + path).splitlines()[int(line) - 1].strip()
+    except (KitError, ValueError, IndexError, AttributeError):
+        return []
+    return [Site(change.site, text, f"sglang's resolution sets it ({change.how})")]
+
+
 def _resolved_write(case: Case, field_name: str, src: _Source) -> tuple[int | None, list[Site], str]:
     """The value sglang's resolution gives a field the launch left unset: the fired write when provenance decides
     it, else every literal write it can take (value None) with the sites."""
@@ -292,6 +305,7 @@ def _graph_ceiling(case: Case, src: _Source) -> CapacityCheck:
                                 f"({', '.join(s.where for _, s in reach)})")
     elif ceiling.value is not None:
         candidates = [int(ceiling.value)]
+        check.sites += _resolution_site(case, name, src)
     check.inputs.append(ceiling)
     dp, dp_how = _dp(case)
     check.inputs.append(Input("dp (attention)", dp, dp_how))
@@ -700,8 +714,12 @@ def _chunked_prefill(case: Case, src: _Source) -> CapacityCheck:
             value, sites, how = decided[0], [decided[1]], f"{decided[1].where} for {_gpu_mib(case)[1]}"
         check.sites += sites
         chunk = Input("chunked_prefill_size", value, how)
+    elif chunk.value is not None and not _ready(case, "chunked_prefill_size"):
+        check.sites += _resolution_site(case, "chunked_prefill_size", src)
     dp, dp_how = _dp(case)
-    if dp > 1 and chunk.value and not _ready(case, "chunked_prefill_size"):
+    resolved = getattr(case.ev, "resolution", None) is not None and any(
+        c.field == "chunked_prefill_size" and c.decided for c in case.ev.resolution.changes)
+    if dp > 1 and chunk.value and not _ready(case, "chunked_prefill_size") and not resolved:
         halve = src.first(r"self\.chunked_prefill_size = self\.chunked_prefill_size // ", "DP attention divides it",
                           files=("server_args.py",))
         if halve:

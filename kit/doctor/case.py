@@ -232,6 +232,11 @@ class Case:
             return f"not known: {self.unknown(name)}"
         if self.asked(name):
             return "the launch command sets it"
+        res = getattr(self.ev, "resolution", None)
+        change = res.change(name) if res is not None else None
+        if change is not None and change.decided and change.how != "read":
+            rule = f" ({change.rule})" if change.rule else ""
+            return f"sglang set it at {change.site}{rule}, resolved {change.how}"
         fired = self.resolved_by(name)
         if fired:
             site = fired[-1]
