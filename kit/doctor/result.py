@@ -196,8 +196,8 @@ class Diagnosis:
         if all(f.estimate.share is None for f in self.findings):
             return ("ordered by what each finding affects (decode tok/s, then time to first token, then "
                     "throughput under load), not by size: none of them is estimated from this evidence")
-        return ("ordered estimated (measured or modelled) before not estimated; within each by the metric it "
-                "affects (decode tok/s first), then by estimated size")
+        return ("ordered estimated (measured or modelled) before measured elsewhere (a public source's number) and "
+                "not estimated; within each by the metric it affects (decode tok/s first), then by estimated size")
 
     @property
     def fixed_command(self) -> str | None:

@@ -74,8 +74,8 @@ def _impact(m: known_issues.Match) -> Impact:
         return not_estimated(f"the source gives no number this kit can use ({change or 'none'})", metric,
                              f"a benchmark of this launch against {_target(e)} (sgl-kit bench)")
     return Impact(share, "measured elsewhere",
-                  f"{change} ({source}): measured on the source's deployment, not on this one", metric,
-                  (change, source), bounded=False)
+                  f"the source's first pair of numbers, on its deployment ({source}), not on this one", metric,
+                  (change,), bounded=False)
 
 
 def _target(entry: dict) -> str:
