@@ -414,14 +414,19 @@ def test_attention_backend_torch_native(launches, tree, pkg):
 # --------------------------------------------------------------------------- the release and the baseline
 
 
-def test_known_regression_range(launches, tree, pkg):
-    (regression,) = [r for r in RULES if r.id == "known-regression"]
+def test_known_issue_on_the_qwen35_prefill_graph(launches, tree, pkg):
+    (known,) = [r for r in RULES if r.id == "known-issue"]
     d = diagnose(from_files(log=launches["new"][0], command=launches["new"][1], model_config=str(QWEN / "config.json"),
-                            package_dir=pkg), only=[regression])
-    f = finding(d, "known-regression")
-    assert "sglang 0.5.11 is in >=0.5.10,<=0.5.11" in f.evidence[0] and "sgl-project/sglang/pull/20747" in f.evidence[0]
-    assert "known-regression" not in ids(run(launches, tree, "fixed"))  # the workaround is on
-    assert "known-regression" not in ids(run(launches, tree, "new"))  # the prefill rule already names the cause
+                            package_dir=pkg), only=[known])
+    f = finding(d, "known-issue")
+    assert "ki-qwen35-prefill-graph-off-as-multimodal" in f.title
+    assert any(line.startswith("sglang 0.5.11 (") and line.endswith(") is in >=0.5.10,<=0.5.11") for line in f.evidence)
+    assert any("sgl-project/sglang/pull/30620" in line for line in f.evidence)
+    assert "--enforce-piecewise-cuda-graph" in f.fix  # in 0.5.11's flag table, so offered as a change
+    assert "known-issue" not in ids(run(launches, tree, "fixed"))  # the workaround is on
+    full = run(launches, tree, "new")
+    assert "known-issue" not in ids(full)  # the prefill rule already names the cause ...
+    assert any("ki-qwen35-prefill-graph-off-as-multimodal" in q for q in full.open_questions)  # ... and it is said
 
 
 def test_differences_from_a_baseline_log(launches, tree, pkg):
@@ -538,21 +543,6 @@ def test_the_guide_lists_every_rule_with_its_versions():
     assert {r.id: r.versions for r in RULES} == {k: v for k, v in table.items() if k in {r.id for r in RULES}}
     assert len([k for k in table if k in {r.id for r in RULES}]) == len(RULES)
     assert f"`doctor` runs {len(RULES)} rules" in text
-
-
-def test_every_regression_entry_has_a_url_the_versions_affected_and_a_fixed_version():
-    import re
-
-    from kit.doctor.rulebase import version_in
-    from kit.doctor.rules_hw import regressions
-
-    for entry in regressions():
-        assert re.search(r"(https://)?github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", entry["source"]), entry["id"]
-        assert entry["versions"] and (version_in("0.0.1", entry["versions"]) is False), entry["id"]
-        fixed = str(entry.get("fixed") or "")
-        assert re.match(r"\d+\.\d+", fixed) or fixed.startswith("not reported"), entry["id"]
-        if re.match(r"\d+\.\d+", fixed):
-            assert not version_in(fixed.split()[0], entry["versions"]), entry["id"]  # fixed is outside the range
 
 
 def test_attention_rule_skips_a_profile_without_sm():

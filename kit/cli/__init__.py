@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from kit.errors import KitError
 
-from . import args, bench, doctor, dryrun, lab, metrics, practice, remote, report, upgrade, why
+from . import args, bench, doctor, dryrun, known_issues, lab, metrics, practice, remote, report, upgrade, why
 from .common import Parser, common_options
 
 __all__ = ["build_parser", "main"]
@@ -33,12 +33,13 @@ examples:
   sgl-kit source gpu-box srt/server_args.py:1222-1260 --python /root/ml-env/bin/python
   sgl-kit source gpu-box --function ServerArgs._handle_piecewise_cuda_graph
   sgl-kit grep gpu-box 'disable_piecewise_cuda_graph ='
+  sgl-kit known-issues --sglang 0.5.9 --gpu h100 --upgrade-to 0.5.23
   sgl-kit upgrade-diff --from 0.5.11 --to 0.5.23 --model ./config.json --tp 2 -- --mamba-scheduler-strategy extra_buffer
   sgl-kit report out/*.ipynb -o report.html --no-input
 """
 
 # In help order.
-GROUPS = (remote, doctor, why, args, lab, bench, metrics, dryrun, upgrade, report, practice)
+GROUPS = (remote, doctor, known_issues, why, args, lab, bench, metrics, dryrun, upgrade, report, practice)
 
 
 def build_parser() -> argparse.ArgumentParser:

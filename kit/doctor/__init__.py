@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from kit.errors import KitError
 
-from . import rules, rules_capacity, rules_hw, rules_metrics, rules_resolved, rules_runtime  # noqa: F401  (they register their rules)
+from . import rules, rules_capacity, rules_hw, rules_known, rules_metrics, rules_resolved, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
 from .evidence import Evidence, from_files, from_server, launch_word
 from .result import Change, Diagnosis, Finding, Impact
@@ -94,35 +94,51 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
         if evidence.version is not None and not version_in(evidence.version, r.versions):
             skipped.append((r.id, f"written for sglang {r.versions}; this server runs {evidence.version}"))
             continue
-        case.refused = []
         try:
-            lines = r.when(case)
-            checked.append(r.id)
-            if not lines:
-                continue
-            estimate = r.impact(case)
-            changes, advice, avoid = r.fix(case)
-            covers = r.covers(case)
-            checks = r.checks(case)
-            sites, _ = _cited(case, r.sites(case), covers)
-            dropped = list(dict.fromkeys(case.refused))
+            expanded = r.expand(case) if r.expand is not None else [r]
         except KitError as err:
             problems.append(f"rule {r.id} could not finish: {err.message}")
             continue
-        if r.gpu_only and case.no_gpu:
-            estimate, changes, advice, avoid = _does_not_apply(case, estimate)
-        findings.append(Finding(r.id, r.title, estimate, lines, sites, changes, advice, avoid, r.versions,
-                                r.affects, dropped, checks if not (r.gpu_only and case.no_gpu) else []))
-        case.covered |= _fields_of(case, changes) | set(covers)
-        case.found.append(r.id)
+        if r.expand is not None:
+            checked.append(r.id)
+        for one in expanded:
+            _run(case, one, findings, problems, checked, record=r.expand is None)
     _within_the_room(case, findings)
     diagnosis = Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
-                          skipped, checked, dict(evidence.sources), evidence.command, _open_questions(case, findings),
+                          skipped, checked, dict(evidence.sources), evidence.command,
+                          _open_questions(case, findings) + case.questions,
                           unanswered=rules_runtime.evidence_gaps(case) + rules_metrics.evidence_gaps(case))
     from .fixcheck import check_fixed_launch
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)
     return diagnosis
+
+
+def _run(case: Case, r: Rule, findings: list[Finding], problems: list[str], checked: list[str],
+         record: bool = True) -> None:
+    """One rule over the case: its finding (if it fires) added to ``findings``."""
+    case.refused = []
+    try:
+        lines = r.when(case)
+        if record:
+            checked.append(r.id)
+        if not lines:
+            return
+        estimate = r.impact(case)
+        changes, advice, avoid = r.fix(case)
+        covers = r.covers(case)
+        checks = r.checks(case)
+        sites, _ = _cited(case, r.sites(case), covers)
+        dropped = list(dict.fromkeys(case.refused))
+    except KitError as err:
+        problems.append(f"rule {r.id} could not finish: {err.message}")
+        return
+    if r.gpu_only and case.no_gpu:
+        estimate, changes, advice, avoid = _does_not_apply(case, estimate)
+    findings.append(Finding(r.id, r.title, estimate, lines, sites, changes, advice, avoid, r.versions,
+                            r.affects, dropped, checks if not (r.gpu_only and case.no_gpu) else []))
+    case.covered |= _fields_of(case, changes) | set(covers)
+    case.found.append(r.id)
 
 
 def _cited(case: Case, sites: list[str], fields) -> tuple[list[str], list[str]]:

@@ -27,6 +27,7 @@ class Case:
         self.roofline = None  # kit.doctor.Roofline, set before the rules run
         self.found: list[str] = []  # ids of the rules that fired so far
         self.covered: set[str] = set()  # fields their findings speak of
+        self.questions: list[str] = []  # open questions rules leave (a known issue that may apply: what to send)
         self.refused: list[str] = []  # "path:line: why" for each site :meth:`cited` refused (the engine reads
         # and clears it around each rule, so a finding lists the sites its rule looked at and left out)
 

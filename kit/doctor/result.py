@@ -11,7 +11,8 @@ sentence: by size only when something was estimated).
 Schema 2 (from 1): ``impact`` may be null ("not estimated"), and is the share of
 ``impact_metric`` (decode tok/s, time to first token, throughput under load), no longer always
 of single-stream decode; ``impact_basis`` says how it was reached (measured, modelled, not
-estimated), ``impact_inputs`` from what (or what would let it estimate), ``affects`` which parts
+estimated), ``impact_inputs`` from what (or what would let it estimate); "measured elsewhere" is a public source's
+number on its own deployment (a known issue), ranked after this case's own estimates, ``affects`` which parts
 of serving the finding slows. Findings are ordered measured, then modelled, then not estimated,
 each by size. ``roofline.accept_length`` may be null (speculative decoding, not measured), and
 the roofline adds ``speculative_steps``, ``draft_bytes_per_step``, ``bytes_per_round``,
@@ -44,7 +45,9 @@ PARTS = {"decode step": "decode tok/s", "verify": "decode tok/s", "draft": "deco
 METRICS = ("decode tok/s", "time to first token", "throughput under load")
 # How an estimate was reached, best first: findings are ordered by this, then by size.
 # "from the source": the release's own code decides it (a refusal that holds for every request of the launch).
-BASES = ("measured", "from the source", "modelled", "not estimated")
+# "measured elsewhere": a number a public source measured on its own deployment (a known issue,
+# kit.doctor.known_issues), never this case's: it ranks after every estimate of this case.
+BASES = ("measured", "from the source", "modelled", "measured elsewhere", "not estimated")
 
 
 @dataclass(frozen=True)
@@ -74,11 +77,17 @@ class Impact:
 
     @property
     def rank(self) -> tuple[int, int, float, int]:
-        """Estimated (measured or modelled) before not estimated; within each, decode tok/s (the
-        single-stream symptom) before time to first token and throughput under load; then the larger
-        first, and measured before modelled at the same size. A measured ~0% never outranks a modelled 8%,
-        and an estimate of exactly nothing (a fix the source says cannot pay) comes last."""
-        place = 1 if self.share is None else (2 if self.share == 0.0 else 0)
+        """Estimated (measured or modelled) before measured elsewhere (a public source's number on its own
+        deployment), then not estimated; within each, decode tok/s (the single-stream symptom) before time
+        to first token and throughput under load; then the larger first, and measured before modelled at the
+        same size. A measured ~0% never outranks a modelled 8%, and an estimate of exactly nothing (a fix the
+        source says cannot pay) comes last."""
+        if self.share == 0.0:
+            place = 3
+        elif self.basis == "measured elsewhere":
+            place = 1
+        else:
+            place = 2 if self.share is None else 0
         return (place, METRICS.index(self.metric), -round(self.share or 0.0, 3), BASES.index(self.basis))
 
     def to_dict(self) -> dict:
@@ -187,8 +196,8 @@ class Diagnosis:
         if all(f.estimate.share is None for f in self.findings):
             return ("ordered by what each finding affects (decode tok/s, then time to first token, then "
                     "throughput under load), not by size: none of them is estimated from this evidence")
-        return ("ordered estimated (measured or modelled) before not estimated; within each by the metric it "
-                "affects (decode tok/s first), then by estimated size")
+        return ("ordered estimated (measured or modelled) before measured elsewhere (a public source's number) and "
+                "not estimated; within each by the metric it affects (decode tok/s first), then by estimated size")
 
     @property
     def fixed_command(self) -> str | None:

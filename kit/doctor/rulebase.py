@@ -16,6 +16,8 @@ And what the engine needs, declared rather than guessed:
 - ``covers``: the fields its finding speaks of, so later rules (the baseline's) do not repeat them;
 - ``after``: ``"findings"`` for a rule that reads what other rules found (it runs once every other
   rule has), else ``""``;
+- ``expand``: a rule that stands for many (one per known issue that matches): it returns the rules to run
+  in its place for this case, each giving one finding (all of them checked under this rule's id);
 - ``gpu_only``: a rule about CUDA graphs or GPU kernels (attention backends). On a server with no
   GPU (:attr:`kit.doctor.case.Case.no_gpu`) it still reports what it saw, but says it does not
   apply and prescribes nothing.
@@ -61,6 +63,7 @@ class Rule:
     # changes the release's source says buy nothing for this launch: offered to measure (a prediction to check),
     # never as a fix; each with the reason
     checks: Callable[[Case], list[tuple[Change, str]]] = lambda case: []
+    expand: Callable[[Case], list[Rule]] | None = None  # the rules to run in its place for this case
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.affects if p not in PARTS]

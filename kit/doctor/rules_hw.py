@@ -1,4 +1,4 @@
-"""Rules about the machine and the release: GPU links, NCCL, the attention backend, known regressions,
+"""Rules about the machine and the release: GPU links, NCCL, the attention backend,
 and every difference from a known-good baseline. They register into kit.doctor.rules.RULES."""
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from pathlib import Path
 
 from .case import Case
 from .result import Change
-from .rulebase import Fix, Impact, Rule, not_estimated, rule, version_in
+from .rulebase import Fix, Impact, Rule, not_estimated, rule
 from .rulebase import resolution_sites as _resolution_sites
 from .rulebase import where as _where
-
-_REGRESSIONS = Path(__file__).resolve().parent.parent / "data" / "regressions.yaml"
-
 
 # --------------------------------------------------------------------------- which GPUs TP uses
 
@@ -327,51 +324,6 @@ rule(Rule(
     fix=_attention_fix, sites=lambda case: _where(_resolution_sites(case, "attention_backend")),
     affects=("decode step", "prefill/extend"), covers=lambda case: {"attention_backend"},
     gpu_only=True))
-
-
-# --------------------------------------------------------------------------- known regressions
-
-@lru_cache(maxsize=1)
-def regressions() -> list[dict]:
-    """kit/data/regressions.yaml: releases with a known slowdown, each with its public source."""
-    from kit._data import load_yaml
-
-    return list(load_yaml(_REGRESSIONS).get("regressions") or [])
-
-
-def _matching(case: Case) -> list[dict]:
-    arch = ((case.ev.model_config or {}).get("architectures") or [""])[0]
-    out = []
-    for entry in regressions():
-        if not version_in(case.ev.version, entry["versions"]):
-            continue
-        if entry.get("architectures") and arch not in entry["architectures"]:
-            continue
-        unless = entry.get("unless") or {}
-        if unless and all(case.value(k) == v for k, v in unless.items()):
-            continue
-        if entry.get("covered_by") in case.found:
-            continue  # that rule's finding already names the cause, from the source
-        out.append(entry)
-    return out
-
-
-def _regression(case: Case) -> list[str] | None:
-    found = _matching(case)
-    if not found:
-        return None
-    return [f"sglang {case.ev.version} is in {e['versions']}: {e['title']} ({e['source']}; {e['checked']})"
-            for e in found]
-
-
-rule(Rule(
-    "known-regression", "This sglang release is inside a known regression range", ">=0.4", ("version", "model_config"),
-    when=_regression,
-    impact=lambda case: not_estimated("what users reported, on their deployments, not measured here: " + "; ".join(
-        e.get("reported", "no number reported") for e in _matching(case)), "decode tok/s",
-        "the same launch on the release before the range (sgl-kit upgrade-diff, then a benchmark)"),
-    fix=lambda case: ([], [e["fix"] for e in _matching(case)], []),
-    affects=("decode step",), covers=lambda case: set(), after="findings"))
 
 
 # --------------------------------------------------------------------------- the baseline

@@ -606,7 +606,7 @@ def evidence_gaps(case: Case) -> list[str]:
                    "(CUDA graphs, overlap scheduler, caches, speculative settings) had nothing to read; send the log "
                    "from the server's start (its `server_args=` line) or `curl HOST:PORT/server_info`")
     if ev.version is None:
-        out.append("the sglang version: the release-specific rules and the known regressions are matched by it; "
+        out.append("the sglang version: the release-specific rules and the known issues (kit/data/known_issues) are matched by it; "
                    "send `python -m sglang.check_env` or the log's first lines")
     if ev.decode is None:
         out.append("the server's behaviour under its load: no `Decode batch` lines, so queues, token usage, "
