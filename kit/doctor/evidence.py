@@ -59,6 +59,12 @@ class Evidence:
     trace: dict | None = None  # torch-profiler summaries and their collectives (rules_trace.add_trace)
     startup: list[str] = field(default_factory=list)  # log lines about graph capture and all-reduce setup
     unusable: list[str] = field(default_factory=list)  # files given that hold no text at all (empty, binary): why
+    # How the version is known: given (--sglang, a source tree), reported (the server: its log, /server_info,
+    # its installed package), stated (the text: check_env, sglang==X, an image tag), inferred (from the flags,
+    # fields or dates: kit.doctor.infer) or assumed (nothing told it). version_range: the releases that fit.
+    version_basis: str | None = None
+    version_range: str | None = None
+    version_guess: Any = None  # kit.doctor.infer.VersionGuess, when inferred or assumed
 
     def problem(self, what: str, err: Exception | str) -> None:
         text = getattr(err, "message", None) or str(err)
@@ -109,15 +115,20 @@ def from_files(
             ev.args.update(snap.fields)
             if snap.version and not ev.version:
                 ev.version, ev.sources["version"] = snap.version, f"/server_info in {server_info}"
+                ev.version_basis = "reported"
             ev.sources["args"] = f"/server_info in {server_info}" + (" and " + ev.sources["args"]
                                                                       if "args" in ev.sources else "")
         except KitError as err:
             ev.problem(f"--server-info {server_info}", err)
     command_text = _read(ev, "--command", command)
     _version(ev, sglang, package_dir, tree, pastes, (command, command_text))
+    if not ev.version and tree is None and not package_dir:
+        _infer(ev, [command_text, *(p.text for _, f in pastes for p in f.of("launch"))],
+               [log_text, *(f.text for _, f in pastes)], whole_line=cut is None)
     if tree is not None:
         ev.tree, ev.version = tree, tree.version or ev.version
         ev.sources["source"] = str(tree.root)
+        ev.version_basis = ev.version_basis or "given"
     elif package_dir or ev.version:
         say(f"reading the sglang {ev.version or ''} source".replace("  ", " "))
         try:
@@ -125,6 +136,7 @@ def from_files(
 
             ev.tree = source_tree(package_dir, None if package_dir else ev.version)
             ev.version = ev.tree.version or ev.version
+            ev.version_basis = ev.version_basis or "given"
             ev.sources["source"] = str(ev.tree.root)
         except KitError as err:
             ev.problem(f"sglang {ev.version or package_dir} source", err)
@@ -153,6 +165,8 @@ def from_files(
     _baseline(ev, baseline)
     _bench(ev, bench)
     ev.notices = list(dict.fromkeys(ev.notices))
+    if ev.version and ev.version_basis:
+        ev.sources["version_basis"] = ev.version_basis
     if given and len(ev.unusable) >= len(set(given)):
         raise ParseError("; ".join(ev.unusable), position=0)
     if not ev.args and not ev.explicit and ev.launch is None:
@@ -187,7 +201,7 @@ def _version(ev: Evidence, sglang, package_dir, tree, pastes, command) -> None:
         if ev.version and ev.version != sglang:
             ev.problems.append(f"{ev.sources.get('version', 'the log')} says sglang {ev.version}; read with "
                                f"--sglang {sglang} as given")
-        ev.version, ev.sources["version"] = sglang, "--sglang"
+        ev.version, ev.sources["version"], ev.version_basis = sglang, "--sglang", "given"
     elif tree is not None or package_dir:
         return
     chosen, conflict = choose_version([s for _, s in stated])
@@ -201,7 +215,7 @@ def _version(ev: Evidence, sglang, package_dir, tree, pastes, command) -> None:
     if chosen is None:
         return
     place = next(w for w, s in stated if s is chosen)
-    ev.version = chosen.version
+    ev.version, ev.version_basis = chosen.version, "stated"
     also = [f"line {s.line}" for w, s in stated if s is not chosen and s.version == chosen.version]
     ev.sources["version"] = f"stated in {place} {chosen.where}" + (f", also {', '.join(also[:3])}" if also else "")
     if conflict:
@@ -209,19 +223,44 @@ def _version(ev: Evidence, sglang, package_dir, tree, pastes, command) -> None:
 
 
 def _unread_launch(ev: Evidence) -> None:
-    """A launch found but not read for want of a flag table: one line, with what to pass."""
+    """A launch found but not typed for want of a flag table: one line, with what to pass. Its flags are
+    still read by their shape (``launch_word``)."""
     if ev.launch is None or ev.explicit is not None or ev.tree is not None:
         return
     origin = ev.launch.primary.origin if ev.launch.primary is not None else "the text"
     if ev.version:
-        ev.problems.append(f"the launch command at {origin} is not read: its flags are read with sglang "
-                           f"{ev.version}'s flag table, and that source could not be had (above); add --package-dir "
-                           "DIR (an unpacked sglang of that release)")
+        ev.problems.append(f"the launch command at {origin} is read by the shape of its flags only: they are typed "
+                           f"with sglang {ev.version}'s flag table, and that source could not be had (above); add "
+                           "--package-dir DIR (an unpacked sglang of that release)")
         return
-    ev.problems.append(f"the launch command at {origin} is not read: no sglang version anywhere in the evidence (no "
-                       "--sglang, no server_args line or /server_info, no version stated in the text), and its flags "
-                       "are read with that version's flag table; add --sglang VERSION (the release the server runs) "
-                       "or --package-dir DIR")
+    ev.problems.append(f"the launch command at {origin} is read by the shape of its flags only: no sglang version "
+                       "anywhere in the evidence, and no release's source here or from the package index to type "
+                       "them with; add --sglang VERSION (the release the server runs) or --package-dir DIR")
+
+
+def _infer(ev: Evidence, launches: list, texts: list, whole_line: bool) -> None:
+    """No version given, reported or stated: one inferred from the flags, the server_args fields and the
+    dates of the evidence, or assumed (kit.doctor.infer); said at the top of the report, never hidden."""
+    from .infer import guess_version, launch_options, text_dates
+
+    fields = list(ev.args) if ev.sources.get("args", "").startswith("the server_args line") else []
+    guess = guess_version(options=launch_options([t for t in launches if t]), fields=fields,
+                          whole_line=whole_line and bool(fields),
+                          dates=[d for t in texts if t for d in text_dates(t)])
+    ev.version_guess = guess
+    if guess.version is None:
+        ev.problems.append(guess.line())
+        return
+    ev.version, ev.version_basis, ev.version_range = guess.version, guess.basis, guess.range
+    ev.sources["version"] = guess.line()
+    if guess.spans and guess.basis == "inferred":
+        ev.problems.append(f"the releases that fit ({guess.range}) differ in what the rules read: "
+                           f"{'; '.join(guess.spans)}; the rules read {guess.version}'s (give --sglang VERSION to "
+                           "read another)")
+    elif guess.spans:
+        ev.problems.append(f"sglang {guess.version} is an assumption, and the releases differ in what the rules "
+                           f"read ({'; '.join(guess.spans[:4])}{' ...' if len(guess.spans) > 4 else ''}); give "
+                           "--sglang VERSION for the release the server runs")
 
 
 def _environ(text: str) -> dict[str, str]:
@@ -329,6 +368,7 @@ def _log_from(ev: Evidence, text: str, where: str, option: str, launch: list | N
         ev.args.update(snap.fields)
         if snap.version:
             ev.version, ev.sources["version"] = snap.version, f"the log {where}"
+            ev.version_basis = "reported"
         ev.sources["args"] = f"the server_args line of {where}" + (f" (line {snap.line})" if snap.line else "")
         cut = (snap, where) if snap.truncated else None
     except KitError as err:
@@ -368,7 +408,8 @@ def _cut_fields(ev: Evidence, snap, where: str) -> None:
             names = None
     why = f"the server_args line of {where} is cut off after `{last}`"
     if names is None:
-        ev.problems.append(f"{why}: the fields after it are unknown (add --sglang VERSION to name them)")
+        ev.problems.append(f"{why}: the fields after it are unknown (no sglang source to name them: add --sglang "
+                           "VERSION)")
         return
     missing = missing_fields(snap, names)
     for name in missing:
@@ -524,6 +565,7 @@ def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> N
         if len(found.launches) > 1 else "")
     unreadable = {name: f"{where}: the launch sets it to a value the text does not tell" for name in launch.unreadable}
     ev.asked_unknown = list(launch.unreadable)
+    _fill_cut(ev, where)
     if not ev.args:  # no log: what the command asks, over this version's defaults
         ev.args = {name: fd.value for name, fd in cli_defaults(ev.tree).items() if fd.known}
         ev.args.update(ev.explicit)
@@ -531,6 +573,20 @@ def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> N
             ev.args.pop(name, None)
         ev.unknown.update(unreadable)
         ev.sources["args"] = f"the flags of {where} over sglang {ev.tree.version}'s defaults (not resolved)"
+
+
+def _fill_cut(ev: Evidence, where: str) -> None:
+    """A cut-off server_args line beside the launch command: the fields the cut lost that the command sets
+    are read from the command (as written: sglang's resolution may still change them); the rest stay unknown."""
+    filled = [n for n in (ev.explicit or {}) if n not in ev.args and "is cut off" in ev.unknown.get(n, "")]
+    if not ev.args or not filled:
+        return
+    for name in filled:
+        ev.args[name] = ev.explicit[name]
+        ev.unknown.pop(name)
+    shown = ", ".join(filled[:8]) + (f" and {len(filled) - 8} more" if len(filled) > 8 else "")
+    ev.sources["args"] = (ev.sources.get("args", "") + f"; {len(filled)} fields the cut lost from the launch command "
+                          f"in {where}, as it sets them ({shown})").lstrip("; ")
 
 
 def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None, gpu: str | None) -> None:
@@ -564,6 +620,26 @@ def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None,
     if (hw is None or not getattr(hw, "gpus", None)) and gpu:
         hw = _merge_hw(hw, _stand_in(gpu, ev.args.get("tp_size") or 1, f"--gpu {gpu}"))
     ev.hardware = hw
+    _unknown_gpu(ev, gpu)
+
+
+def _unknown_gpu(ev: Evidence, gpu: str | None) -> None:
+    """A GPU the kit's table does not know (--gpu, or a name nvidia-smi/rocm-smi printed): the rest runs
+    without its bandwidth and memory, and one line says what was not computed and how to supply it."""
+    from kit.hardware import match_gpu
+
+    names = list(dict.fromkeys(g.name for g in getattr(ev.hardware, "gpus", None) or [] if g.name))
+    unknown = [n for n in names if match_gpu(n) is None]
+    if not unknown:
+        return
+    from kit.hardware import gpu_profiles
+
+    how = f"--gpu {gpu}" if gpu and unknown == [gpu] else f"the GPU name {', '.join(map(repr, unknown))}"
+    ev.problems.append(
+        f"{how}: not a GPU the kit knows, so no bandwidth, roofline or memory checks for it (the rest ran); give "
+        f"--gpu with one of the known names ({', '.join(gpu_profiles())}; `sgl-kit dryrun gpus` lists them with "
+        "their figures), or add the GPU to kit/data/gpus.yaml (the name nvidia-smi or rocm-smi prints, its "
+        "datasheet bandwidth and memory, the datasheet's URL)")
 
 
 def _stand_in(gpu: str, count: int, why: str):
@@ -571,7 +647,13 @@ def _stand_in(gpu: str, count: int, why: str):
     from kit.dryrun import gpu_profile
     from kit.hardware import GPU, Hardware
 
-    profile = gpu_profile(gpu)
+    from kit.errors import UnknownGPU
+
+    try:
+        profile = gpu_profile(gpu)
+    except UnknownGPU:  # named, not known: the GPUs stand in by name alone (_unknown_gpu says what that loses)
+        gpus = [GPU(i, str(gpu)) for i in range(int(count))]
+        return Hardware(why, gpus, note=f"GPUs named by {why}, not read from nvidia-smi, and not in the kit's table")
     gpus = [GPU(i, profile.name, profile.memory_mib) for i in range(int(count))]
     return Hardware(why, gpus, note=f"GPUs named by {why}, not read from nvidia-smi")
 
@@ -671,6 +753,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
 
     say = progress or (lambda text: None)
     ev = Evidence(host.name, version=server.sglang_version, command=list(server.argv))
+    ev.version_basis = "reported" if ev.version else None  # the server's own installed package
     say(f"reading pid {server.pid}'s arguments")
     try:
         snap = effective_args(server)
@@ -716,6 +799,8 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     _baseline(ev, baseline)
     _bench(ev, bench)
     ev.notices = list(dict.fromkeys(ev.notices))
+    if ev.version and ev.version_basis:
+        ev.sources["version_basis"] = ev.version_basis
     return ev
 
 

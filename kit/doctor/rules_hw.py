@@ -342,6 +342,8 @@ def regressions() -> list[dict]:
 def _matching(case: Case) -> list[dict]:
     arch = ((case.ev.model_config or {}).get("architectures") or [""])[0]
     out = []
+    if getattr(case.ev, "version_basis", None) in ("inferred", "assumed"):
+        return out  # a release the evidence does not state is no ground for a regression (the range is said)
     for entry in regressions():
         if not version_in(case.ev.version, entry["versions"]):
             continue
