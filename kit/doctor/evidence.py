@@ -21,6 +21,8 @@ from typing import Any
 from kit._secrets import redact_env
 from kit.errors import KitError, ParseError
 
+from .partial import fill_cut, infer_version, prose_evidence, unknown_gpu
+
 __all__ = ["Evidence", "from_files", "from_server"]
 
 # The environment a server's speed depends on.
@@ -123,7 +125,7 @@ def from_files(
     command_text = _read(ev, "--command", command)
     _version(ev, sglang, package_dir, tree, pastes, (command, command_text))
     if not ev.version and tree is None and not package_dir:
-        _infer(ev, [command_text, *(p.text for _, f in pastes for p in f.of("launch"))],
+        infer_version(ev, [command_text, *(p.text for _, f in pastes for p in f.of("launch"))],
                [log_text, *(f.text for _, f in pastes)], whole_line=cut is None)
     if tree is not None:
         ev.tree, ev.version = tree, tree.version or ev.version
@@ -236,31 +238,6 @@ def _unread_launch(ev: Evidence) -> None:
     ev.problems.append(f"the launch command at {origin} is read by the shape of its flags only: no sglang version "
                        "anywhere in the evidence, and no release's source here or from the package index to type "
                        "them with; add --sglang VERSION (the release the server runs) or --package-dir DIR")
-
-
-def _infer(ev: Evidence, launches: list, texts: list, whole_line: bool) -> None:
-    """No version given, reported or stated: one inferred from the flags, the server_args fields and the
-    dates of the evidence, or assumed (kit.doctor.infer); said at the top of the report, never hidden."""
-    from .infer import guess_version, launch_options, text_dates
-
-    fields = list(ev.args) if ev.sources.get("args", "").startswith("the server_args line") else []
-    guess = guess_version(options=launch_options([t for t in launches if t]), fields=fields,
-                          whole_line=whole_line and bool(fields),
-                          dates=[d for t in texts if t for d in text_dates(t)])
-    ev.version_guess = guess
-    if guess.version is None:
-        ev.problems.append(guess.line())
-        return
-    ev.version, ev.version_basis, ev.version_range = guess.version, guess.basis, guess.range
-    ev.sources["version"] = guess.line()
-    if guess.spans and guess.basis == "inferred":
-        ev.problems.append(f"the releases that fit ({guess.range}) differ in what the rules read: "
-                           f"{'; '.join(guess.spans)}; the rules read {guess.version}'s (give --sglang VERSION to "
-                           "read another)")
-    elif guess.spans:
-        ev.problems.append(f"sglang {guess.version} is an assumption, and the releases differ in what the rules "
-                           f"read ({'; '.join(guess.spans[:4])}{' ...' if len(guess.spans) > 4 else ''}); give "
-                           "--sglang VERSION for the release the server runs")
 
 
 def _environ(text: str) -> dict[str, str]:
@@ -479,6 +456,7 @@ def _paste_rest(ev: Evidence, where: str, found) -> None:
 
     for piece in found.of("launch"):
         _command_from(ev, piece.text, where, first_line=piece.start)
+    prose_evidence(ev, where, found)
     env_pieces = found.of("environ")
     if env_pieces:
         ev.environ = {**(ev.environ or {}), **_environ("\n".join(p.text for p in env_pieces))}
@@ -565,7 +543,7 @@ def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> N
         if len(found.launches) > 1 else "")
     unreadable = {name: f"{where}: the launch sets it to a value the text does not tell" for name in launch.unreadable}
     ev.asked_unknown = list(launch.unreadable)
-    _fill_cut(ev, where)
+    fill_cut(ev, where)
     if not ev.args:  # no log: what the command asks, over this version's defaults
         ev.args = {name: fd.value for name, fd in cli_defaults(ev.tree).items() if fd.known}
         ev.args.update(ev.explicit)
@@ -573,20 +551,6 @@ def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> N
             ev.args.pop(name, None)
         ev.unknown.update(unreadable)
         ev.sources["args"] = f"the flags of {where} over sglang {ev.tree.version}'s defaults (not resolved)"
-
-
-def _fill_cut(ev: Evidence, where: str) -> None:
-    """A cut-off server_args line beside the launch command: the fields the cut lost that the command sets
-    are read from the command (as written: sglang's resolution may still change them); the rest stay unknown."""
-    filled = [n for n in (ev.explicit or {}) if n not in ev.args and "is cut off" in ev.unknown.get(n, "")]
-    if not ev.args or not filled:
-        return
-    for name in filled:
-        ev.args[name] = ev.explicit[name]
-        ev.unknown.pop(name)
-    shown = ", ".join(filled[:8]) + (f" and {len(filled) - 8} more" if len(filled) > 8 else "")
-    ev.sources["args"] = (ev.sources.get("args", "") + f"; {len(filled)} fields the cut lost from the launch command "
-                          f"in {where}, as it sets them ({shown})").lstrip("; ")
 
 
 def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None, gpu: str | None) -> None:
@@ -620,34 +584,14 @@ def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None,
     if (hw is None or not getattr(hw, "gpus", None)) and gpu:
         hw = _merge_hw(hw, _stand_in(gpu, ev.args.get("tp_size") or 1, f"--gpu {gpu}"))
     ev.hardware = hw
-    _unknown_gpu(ev, gpu)
-
-
-def _unknown_gpu(ev: Evidence, gpu: str | None) -> None:
-    """A GPU the kit's table does not know (--gpu, or a name nvidia-smi/rocm-smi printed): the rest runs
-    without its bandwidth and memory, and one line says what was not computed and how to supply it."""
-    from kit.hardware import match_gpu
-
-    names = list(dict.fromkeys(g.name for g in getattr(ev.hardware, "gpus", None) or [] if g.name))
-    unknown = [n for n in names if match_gpu(n) is None]
-    if not unknown:
-        return
-    from kit.hardware import gpu_profiles
-
-    how = f"--gpu {gpu}" if gpu and unknown == [gpu] else f"the GPU name {', '.join(map(repr, unknown))}"
-    ev.problems.append(
-        f"{how}: not a GPU the kit knows, so no bandwidth, roofline or memory checks for it (the rest ran); give "
-        f"--gpu with one of the known names ({', '.join(gpu_profiles())}; `sgl-kit dryrun gpus` lists them with "
-        "their figures), or add the GPU to kit/data/gpus.yaml (the name nvidia-smi or rocm-smi prints, its "
-        "datasheet bandwidth and memory, the datasheet's URL)")
+    unknown_gpu(ev, gpu)
 
 
 def _stand_in(gpu: str, count: int, why: str):
     """Hardware named, not seen: ``count`` GPUs of a profile in kit/data/gpus.yaml."""
     from kit.dryrun import gpu_profile
-    from kit.hardware import GPU, Hardware
-
     from kit.errors import UnknownGPU
+    from kit.hardware import GPU, Hardware
 
     try:
         profile = gpu_profile(gpu)
