@@ -3,7 +3,7 @@
 
 A post often has no launch command and no log line, only sentences that name a few flags or
 numbers. ``prose_flags(text, flags)`` reads the flags this release's flag table knows (other tools'
-flags in the same sentence are left alone), each with its value as the table's arity takes it and the
+flags in the same sentence are left alone, and a line that holds a command is the launch reader's), each with its value as the table's arity takes it and the
 line it was written on; it is never a whole launch: the fields it does not name stay unknown.
 ``prose_decode(text)`` reads the ``Decode batch`` fields a sentence quotes (``#running-req: 15``,
 ``gen throughput (token/s): 75.15``) as one DecodeStat per line, so a rule sees the number and where it
@@ -23,7 +23,10 @@ __all__ = ["prose_decode", "prose_flags"]
 
 _FLAG = re.compile(r"(?<![\w/.-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?:=([^\s,;)]+)|[ \t]+([^\s,;:)]+))?")
 _VALUE = re.compile(r"^(?:[\d.]+[kKmM]?|[\w./-]*[\d/_.][\w./-]*|[a-z][a-z0-9_-]*)$")
-_COMMAND_LINE = re.compile(r"sglang[. ]launch_server|sglang\s+serve|^\s*(?:\$|#)?\s*(?:python3?|docker|sglang)\s")
+# A line that holds a command (even inline, in a sentence) is the launch reader's: its flags belong to that
+# command, and a docker line whose flags follow the image with no launcher is no sglang launch at all.
+_COMMAND_LINE = re.compile(r"sglang[. ]launch_server|sglang\s+serve|\b(?:docker|podman)\s+run\b|\bpython3?\s|"
+                           r"\b(?:kubectl|nohup|torchrun|srun)\s|^\s*(?:\$|#)?\s*sglang\s")
 _LOG_LINE = re.compile(r"^\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|Decode batch|Prefill batch|server_args=")
 _NUMBER = re.compile("(" + "|".join(re.escape(k) for k in sorted(_FIELDS, key=len, reverse=True)) +
                      r")\s*[:=]\s*`?(-?[\d.]+|True|False)`?", re.I)
