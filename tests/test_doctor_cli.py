@@ -203,8 +203,10 @@ def test_doctor_on_the_pasted_incident_with_its_config_finds_the_steps():
     assert "the launch with every fix:" in text
 
 
-def test_doctor_paste_with_no_version_anywhere_says_so_once(tmp_path):
-    """The incident paste with its two version statements taken out (and the comment that labels it)."""
+def test_doctor_paste_with_no_version_anywhere_infers_one_and_says_so(tmp_path):
+    """The incident paste with its two version statements taken out (and the comment that labels it): the
+    launch is read with a release inferred from its flags and dates (it used to be left unread), and the
+    guess is the report's second line."""
     lines = PASTE.read_text().split("\n")
     kept = [line for line in lines[3:] if "0.5.11" not in line]
     assert len(lines) - 3 - len(kept) == 2
@@ -213,8 +215,10 @@ def test_doctor_paste_with_no_version_anywhere_says_so_once(tmp_path):
     proc = sgl_kit(None, "doctor", "--paste", str(paste))
     assert proc.returncode == 0, proc.stderr
     flat = " ".join(proc.stdout.split())
-    assert proc.stdout.startswith("sgl-kit doctor: files, sglang (version unknown):")
-    assert flat.count("--sglang VERSION") == 1 and "no sglang version anywhere in the evidence" in flat
+    head, second = proc.stdout.splitlines()[:2]
+    assert head.startswith("sgl-kit doctor: files, sglang ") and " (assumed): " in head
+    assert second.startswith("sglang ") and " assumed (inferred from the flags" in second
+    assert "no version stated); give --sglang VERSION" in flat and "no sglang version anywhere" not in flat
     assert "no launch command" not in flat and "needs sglang's flag table" not in flat
     assert "2x NVIDIA RTX A6000, tp=2, 1 speculative step(s), accept 1.75" in _roofline_line(proc.stdout)
 

@@ -36,6 +36,7 @@ def register(sub) -> None:
         epilog="examples:\n  sgl-kit doctor lab --baseline old.cmd\n"
                "  sgl-kit doctor --log server.log --nvidia-smi smi.txt --topo topo.txt --model-config config.json\n"
                "  sgl-kit doctor --paste issue.md --model-config config.json\n"
+               "  sgl-kit doctor --command launch.sh          # no --sglang: the release is inferred, and said\n"
                "  sgl-kit doctor gpu-box --json | jq '.findings[].id'",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias; "
@@ -175,9 +176,12 @@ def _evidence_options(p) -> None:
                                                        "with pip download --no-deps); default: the one the log or "
                                                        "/server_info reports, else the one the text states "
                                                        "(check_env's `sglang: X`, sglang==X, an image tag "
-                                                       "lmsysorg/sglang:vX, `sglang X` in prose), said in the report")
+                                                       "lmsysorg/sglang:vX, `sglang X` in prose), else one inferred "
+                                                       "from the flags, server_args fields and dates (or the newest "
+                                                       "release at hand), said in the report as assumed")
     files.add_argument("--gpu", metavar="NAME", help="the GPU model when no nvidia-smi output is at hand "
-                                                     "(a key of kit/data/gpus.yaml, e.g. a6000)")
+                                                     "(a key of kit/data/gpus.yaml, e.g. a6000; another name runs "
+                                                     "without bandwidth and roofline, and says so)")
 
 
 def gather(args, given: dict, progress, runtime: dict | None = None):

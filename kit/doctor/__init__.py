@@ -92,7 +92,8 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
     ordered = [r for r in chosen if r.after != "findings"] + [r for r in chosen if r.after == "findings"]
     for r in ordered:
         if evidence.version is not None and not version_in(evidence.version, r.versions):
-            skipped.append((r.id, f"written for sglang {r.versions}; this server runs {evidence.version}"))
+            runs = "is assumed to run" if evidence.version_basis in ("inferred", "assumed") else "runs"
+            skipped.append((r.id, f"written for sglang {r.versions}; this server {runs} {evidence.version}"))
             continue
         try:
             expanded = r.expand(case) if r.expand is not None else [r]

@@ -21,6 +21,8 @@ from typing import Any
 from kit._secrets import redact_env
 from kit.errors import KitError, ParseError
 
+from .partial import fill_cut, infer_version, prose_evidence, unknown_gpu
+
 __all__ = ["Evidence", "from_files", "from_server"]
 
 # The environment a server's speed depends on.
@@ -60,6 +62,12 @@ class Evidence:
     startup: list[str] = field(default_factory=list)  # log lines about graph capture and all-reduce setup
     unusable: list[str] = field(default_factory=list)  # files given that hold no text at all (empty, binary): why
     resolution: Any = None  # kit.doctor.resolve.Resolution: the launch as its release's code resolves it
+    # How the version is known: given (--sglang, a source tree), reported (the server: its log, /server_info,
+    # its installed package), stated (the text: check_env, sglang==X, an image tag), inferred (from the flags,
+    # fields or dates: kit.doctor.infer) or assumed (nothing told it). version_range: the releases that fit.
+    version_basis: str | None = None
+    version_range: str | None = None
+    version_guess: Any = None  # kit.doctor.infer.VersionGuess, when inferred or assumed
 
     def problem(self, what: str, err: Exception | str) -> None:
         text = getattr(err, "message", None) or str(err)
@@ -110,15 +118,20 @@ def from_files(
             ev.args.update(snap.fields)
             if snap.version and not ev.version:
                 ev.version, ev.sources["version"] = snap.version, f"/server_info in {server_info}"
+                ev.version_basis = "reported"
             ev.sources["args"] = f"/server_info in {server_info}" + (" and " + ev.sources["args"]
                                                                       if "args" in ev.sources else "")
         except KitError as err:
             ev.problem(f"--server-info {server_info}", err)
     command_text = _read(ev, "--command", command)
     _version(ev, sglang, package_dir, tree, pastes, (command, command_text))
+    if not ev.version and tree is None and not package_dir:
+        infer_version(ev, [command_text, *(p.text for _, f in pastes for p in f.of("launch"))],
+               [log_text, *(f.text for _, f in pastes)], whole_line=cut is None)
     if tree is not None:
         ev.tree, ev.version = tree, tree.version or ev.version
         ev.sources["source"] = str(tree.root)
+        ev.version_basis = ev.version_basis or "given"
     elif package_dir or ev.version:
         say(f"reading the sglang {ev.version or ''} source".replace("  ", " "))
         try:
@@ -126,6 +139,7 @@ def from_files(
 
             ev.tree = source_tree(package_dir, None if package_dir else ev.version)
             ev.version = ev.tree.version or ev.version
+            ev.version_basis = ev.version_basis or "given"
             ev.sources["source"] = str(ev.tree.root)
         except KitError as err:
             ev.problem(f"sglang {ev.version or package_dir} source", err)
@@ -155,6 +169,8 @@ def from_files(
     _baseline(ev, baseline)
     _bench(ev, bench)
     ev.notices = list(dict.fromkeys(ev.notices))
+    if ev.version and ev.version_basis:
+        ev.sources["version_basis"] = ev.version_basis
     if given and len(ev.unusable) >= len(set(given)):
         raise ParseError("; ".join(ev.unusable), position=0)
     if not ev.args and not ev.explicit and ev.launch is None:
@@ -189,7 +205,7 @@ def _version(ev: Evidence, sglang, package_dir, tree, pastes, command) -> None:
         if ev.version and ev.version != sglang:
             ev.problems.append(f"{ev.sources.get('version', 'the log')} says sglang {ev.version}; read with "
                                f"--sglang {sglang} as given")
-        ev.version, ev.sources["version"] = sglang, "--sglang"
+        ev.version, ev.sources["version"], ev.version_basis = sglang, "--sglang", "given"
     elif tree is not None or package_dir:
         return
     chosen, conflict = choose_version([s for _, s in stated])
@@ -203,7 +219,7 @@ def _version(ev: Evidence, sglang, package_dir, tree, pastes, command) -> None:
     if chosen is None:
         return
     place = next(w for w, s in stated if s is chosen)
-    ev.version = chosen.version
+    ev.version, ev.version_basis = chosen.version, "stated"
     also = [f"line {s.line}" for w, s in stated if s is not chosen and s.version == chosen.version]
     ev.sources["version"] = f"stated in {place} {chosen.where}" + (f", also {', '.join(also[:3])}" if also else "")
     if conflict:
@@ -211,19 +227,19 @@ def _version(ev: Evidence, sglang, package_dir, tree, pastes, command) -> None:
 
 
 def _unread_launch(ev: Evidence) -> None:
-    """A launch found but not read for want of a flag table: one line, with what to pass."""
+    """A launch found but not typed for want of a flag table: one line, with what to pass. Its flags are
+    still read by their shape (``launch_word``)."""
     if ev.launch is None or ev.explicit is not None or ev.tree is not None:
         return
     origin = ev.launch.primary.origin if ev.launch.primary is not None else "the text"
     if ev.version:
-        ev.problems.append(f"the launch command at {origin} is not read: its flags are read with sglang "
-                           f"{ev.version}'s flag table, and that source could not be had (above); add --package-dir "
-                           "DIR (an unpacked sglang of that release)")
+        ev.problems.append(f"the launch command at {origin} is read by the shape of its flags only: they are typed "
+                           f"with sglang {ev.version}'s flag table, and that source could not be had (above); add "
+                           "--package-dir DIR (an unpacked sglang of that release)")
         return
-    ev.problems.append(f"the launch command at {origin} is not read: no sglang version anywhere in the evidence (no "
-                       "--sglang, no server_args line or /server_info, no version stated in the text), and its flags "
-                       "are read with that version's flag table; add --sglang VERSION (the release the server runs) "
-                       "or --package-dir DIR")
+    ev.problems.append(f"the launch command at {origin} is read by the shape of its flags only: no sglang version "
+                       "anywhere in the evidence, and no release's source here or from the package index to type "
+                       "them with; add --sglang VERSION (the release the server runs) or --package-dir DIR")
 
 
 def _environ(text: str) -> dict[str, str]:
@@ -331,6 +347,7 @@ def _log_from(ev: Evidence, text: str, where: str, option: str, launch: list | N
         ev.args.update(snap.fields)
         if snap.version:
             ev.version, ev.sources["version"] = snap.version, f"the log {where}"
+            ev.version_basis = "reported"
         ev.sources["args"] = f"the server_args line of {where}" + (f" (line {snap.line})" if snap.line else "")
         cut = (snap, where) if snap.truncated else None
     except KitError as err:
@@ -370,7 +387,8 @@ def _cut_fields(ev: Evidence, snap, where: str) -> None:
             names = None
     why = f"the server_args line of {where} is cut off after `{last}`"
     if names is None:
-        ev.problems.append(f"{why}: the fields after it are unknown (add --sglang VERSION to name them)")
+        ev.problems.append(f"{why}: the fields after it are unknown (no sglang source to name them: add --sglang "
+                           "VERSION)")
         return
     missing = missing_fields(snap, names)
     for name in missing:
@@ -440,6 +458,7 @@ def _paste_rest(ev: Evidence, where: str, found) -> None:
 
     for piece in found.of("launch"):
         _command_from(ev, piece.text, where, first_line=piece.start)
+    prose_evidence(ev, where, found)
     env_pieces = found.of("environ")
     if env_pieces:
         ev.environ = {**(ev.environ or {}), **_environ("\n".join(p.text for p in env_pieces))}
@@ -526,6 +545,7 @@ def _command_from(ev: Evidence, text: str, where: str, first_line: int = 1) -> N
         if len(found.launches) > 1 else "")
     unreadable = {name: f"{where}: the launch sets it to a value the text does not tell" for name in launch.unreadable}
     ev.asked_unknown = list(launch.unreadable)
+    fill_cut(ev, where)
     if not ev.args:  # no log: what the command asks, over this version's defaults
         ev.args = {name: fd.value for name, fd in cli_defaults(ev.tree).items() if fd.known}
         ev.args.update(ev.explicit)
@@ -582,14 +602,20 @@ def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None,
     if (hw is None or not getattr(hw, "gpus", None)) and gpu:
         hw = _merge_hw(hw, _stand_in(gpu, ev.args.get("tp_size") or 1, f"--gpu {gpu}"))
     ev.hardware = hw
+    unknown_gpu(ev, gpu)
 
 
 def _stand_in(gpu: str, count: int, why: str):
     """Hardware named, not seen: ``count`` GPUs of a profile in kit/data/gpus.yaml."""
     from kit.dryrun import gpu_profile
+    from kit.errors import UnknownGPU
     from kit.hardware import GPU, Hardware
 
-    profile = gpu_profile(gpu)
+    try:
+        profile = gpu_profile(gpu)
+    except UnknownGPU:  # named, not known: the GPUs stand in by name alone (_unknown_gpu says what that loses)
+        gpus = [GPU(i, str(gpu)) for i in range(int(count))]
+        return Hardware(why, gpus, note=f"GPUs named by {why}, not read from nvidia-smi, and not in the kit's table")
     gpus = [GPU(i, profile.name, profile.memory_mib) for i in range(int(count))]
     return Hardware(why, gpus, note=f"GPUs named by {why}, not read from nvidia-smi")
 
@@ -692,6 +718,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
 
     say = progress or (lambda text: None)
     ev = Evidence(host.name, version=server.sglang_version, command=list(server.argv))
+    ev.version_basis = "reported" if ev.version else None  # the server's own installed package
     say(f"reading pid {server.pid}'s arguments")
     try:
         snap = effective_args(server)
@@ -737,6 +764,8 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     _baseline(ev, baseline)
     _bench(ev, bench)
     ev.notices = list(dict.fromkeys(ev.notices))
+    if ev.version and ev.version_basis:
+        ev.sources["version_basis"] = ev.version_basis
     return ev
 
 

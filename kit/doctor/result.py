@@ -224,6 +224,7 @@ class Diagnosis:
             "schema": SCHEMA_VERSION,
             "target": self.target,
             "sglang_version": self.version,
+            "sglang_version_basis": self.sources.get("version_basis"),  # given, reported, stated, inferred, assumed
             "findings": [f.to_dict() for f in self.findings],
             "hardware": hw,
             "roofline": self.roofline.to_dict() if self.roofline is not None else {"ceiling_tok_s": None,
@@ -250,10 +251,14 @@ class Diagnosis:
 
     def to_text(self, width: int = 100) -> str:
         told = self.sources.get("version", "")
-        source = f" ({told})" if told and told != "--sglang" and not told.startswith("the log") else ""
+        guessed = self.sources.get("version_basis") in ("inferred", "assumed")
+        source = " (assumed)" if guessed else (
+            f" ({told})" if told and told != "--sglang" and not told.startswith("the log") else "")
         out = [_wrap(f"sgl-kit doctor: {self.target}, sglang {self.version or '(version unknown)'}{source}: "
                      f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''} from "
                      f"{len(self.checked)} rules", width, "", "  ")]
+        if guessed:  # the version every version-dependent answer below rests on: said before anything else
+            out.append(_wrap(told + "; give --sglang VERSION for the release the server runs", width, "", "  "))
         if self.problems:  # first: what could not be read bounds everything below it
             out += ["", "could not read everything:"] + [_wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
         if self.ordering:

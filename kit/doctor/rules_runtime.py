@@ -605,9 +605,10 @@ def evidence_gaps(case: Case) -> list[str]:
         out.append("how the server was launched: no server_args line and no launch command, so the flag rules "
                    "(CUDA graphs, overlap scheduler, caches, speculative settings) had nothing to read; send the log "
                    "from the server's start (its `server_args=` line) or `curl HOST:PORT/server_info`")
-    if ev.version is None:
-        out.append("the sglang version: the release-specific rules and the known issues (kit/data/known_issues) are matched by it; "
-                   "send `python -m sglang.check_env` or the log's first lines")
+    if ev.version is None or getattr(ev, "version_basis", None) in ("inferred", "assumed"):
+        guessed = f" (sglang {ev.version} is assumed, not known)" if ev.version else ""
+        out.append(f"the sglang version{guessed}: the release-specific rules and the known issues (kit/data/known_issues) are matched "
+                   "by it; send `python -m sglang.check_env` or the log's first lines")
     if ev.decode is None:
         out.append("the server's behaviour under its load: no `Decode batch` lines, so queues, token usage, "
                    "accept length and throughput were not read; send ~50 lines of the log while it serves")

@@ -51,6 +51,10 @@ class Found:
     exported: set[str] = field(default_factory=set)  # names the script exports (or the unit sets)
 
 
+class Array(list):
+    """A bash array (``ARGS=(--tp 8 ...)``): its words, each with the line it was written on."""
+
+
 class Opaque(str):
     """A variable's value that only the shell can compute (``X=$(hostname)``): expanding it is unresolved."""
 
@@ -63,6 +67,8 @@ _REDIRECT = re.compile(r"(?:(?<=\s)|^)(?:\d*|&)(?:>>?|<)&?\s*(?:\"[^\"]*\"|'[^']
 _MID_BACKSLASH = re.compile(r"(?<=\s)\\(?=\s)")
 _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_]\w*)|\$\{?([0-9#*@?!$-])\}?")
 _SUBST = re.compile("\x01(\\d+)\x01")
+_ARRAY_START = re.compile(r"^\s*(?:(?:declare|local|readonly)\s+-a\s+|export\s+)?([A-Za-z_]\w*)(\+?)=\((.*)$", re.S)
+_ARRAY_USE = re.compile(r"\$\{([A-Za-z_]\w*)\[[@*]\]\}")
 
 
 def _where(where: str, line: int) -> str:
@@ -81,7 +87,11 @@ def shell_words(text: str, where: str = "", *, env: dict[str, str] | None = None
     start_line = 0
     orphan_from: int | None = None
     pending = ""
+    array: tuple[str, bool, str, list[Word]] | None = None  # an open ``NAME=(`` : name, +=, origin, its words
     for no, raw in enumerate(lines, 1):
+        if array is not None or (not words and not pending and _ARRAY_START.match(raw)):
+            array = _array_line(array, raw, no, where, variables)
+            continue
         line = (pending + "\n" + raw) if pending else (raw if words else strip_prompt(raw))
         if words and not pending and line.lstrip().startswith("#"):
             # bash: a comment inside a continued command ends the command at this line
@@ -125,6 +135,30 @@ def shell_words(text: str, where: str = "", *, env: dict[str, str] | None = None
     if found.commands and found.commands[-1].words:
         found.commands[-1].words[-1].end_of_text = True
     return found
+
+
+def _array_line(array, raw: str, no: int, where: str, variables: dict):
+    """One line of a bash array assignment (``ARGS=(`` ... ``)``, one or many lines): its words, expanded
+    with the variables set so far; at the closing ``)`` the array is a variable (None: it is closed)."""
+    body = raw
+    if array is None:
+        m = _ARRAY_START.match(raw)
+        array = (m.group(1), bool(m.group(2)), _where(where, no), [])
+        body = m.group(3)
+    name, append, origin, items = array
+    stripped = re.sub(r"(?<![\\$])#.*$", "", body).rstrip().removesuffix("\\").rstrip()
+    closed = stripped.endswith(")")
+    if closed:
+        stripped = stripped[:-1]
+    try:
+        items += _tokens(stripped, variables, _where(where, no))
+    except ValueError:
+        items.append(Word(stripped.strip(), _where(where, no), unresolved=True, why="an unclosed quote in the array"))
+    if not closed:
+        return (name, append, origin, items)
+    before = list(variables[f"{name}[@]"][0]) if append and f"{name}[@]" in variables else []
+    variables[f"{name}[@]"] = (Array(before + items), origin)
+    return None
 
 
 def _closed(body: str, variables: dict, origin: str, found: Found, line: str) -> list[Word]:
@@ -238,6 +272,13 @@ def _match_close(body: str, i: int) -> int:
 def _expand(tok: str, origin: str, variables: dict, held: list[str]) -> list[Word]:
     if tok in ("$@", "${@}", "$*", "${*}"):
         return [Word(tok, origin, unresolved=True, why="$@")]
+    whole_array = _ARRAY_USE.fullmatch(tok)
+    if whole_array:  # "${ARGS[@]}": the array's words, each from the line it was written on
+        name = whole_array.group(1)
+        if f"{name}[@]" not in variables:
+            return [Word(tok, origin, unresolved=True, why=f"the array {name} is not set in the text")]
+        items, at = variables[f"{name}[@]"]
+        return [Word(w.text, f"{origin} via ${{{name}[@]}} ({w.origin})", w.unresolved, w.why) for w in items]
     via: list[str] = []
     why: list[str] = []
     whole = _VAR.fullmatch(tok)

@@ -215,7 +215,13 @@ def _launches_in(commands: list[list[Word]], flags: FlagTable | None, out: Launc
         read.env_origin.update(env_origin)
         _docker_env(words[:start], read)
         read.head = [w.text for w in words[:start]]
-        _read_flags(words[start:], flags, read, bench=launcher.startswith("python -m sglang.bench"))
+        rest = words[start:]
+        if launcher == "sglang serve" and rest and not rest[0].text.startswith("-"):
+            # `sglang serve MODEL --flags`: sglang/cli/serve.py turns a first word that is no flag into --model-path
+            rest = [Word("--model-path", rest[0].origin), *rest]
+            read.notes.append(f"`sglang serve {rest[1].text}` at {rest[1].origin}: the model given without a flag is "
+                              "its --model-path (sglang serve reads it so)")
+        _read_flags(rest, flags, read, bench=launcher.startswith("python -m sglang.bench"))
         for f in read.flags:
             if f.field == "config" and f.text:
                 read.problems.append(LaunchProblem(f.option, f.text, "its flags are not in the text (sglang puts the "

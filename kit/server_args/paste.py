@@ -319,13 +319,34 @@ def _json_end(lines: list[str], i: int) -> int | None:
     return None
 
 
+_ARRAY_OPEN = re.compile(r"^\s*(?:(?:declare|local|readonly)\s+-a\s+)?[A-Za-z_]\w*\+?=\(")
+
+
+def _array_above(lines: list[str], end: int, kind: list) -> int | None:
+    """The line that opens the bash array whose assignment ends at line ``end`` (``)``), or None."""
+    if not lines[end].rstrip().endswith(")"):
+        return None
+    for k in range(end, max(-1, end - 200), -1):
+        if _ARRAY_OPEN.match(lines[k]):
+            return k
+        if kind[k] not in (None, "environ") or not lines[k].strip():
+            return None
+    return None
+
+
 def _launch_extent(lines: list[str], i: int, kind: list, fences: dict[int, int]) -> tuple[int, int]:
     a = i
     if i in fences:  # inside a code block: the script is the block up to here
         a = fences[i]
         while a < i and kind[a] is not None:
             a += 1
-    while a > 0 and kind[a - 1] is None and (a - 1 in fences) == (i in fences):
+    while a > 0 and kind[a - 1] in (None, "environ") and (a - 1 in fences) == (i in fences):
+        opened = _array_above(lines, a - 1, kind)
+        if opened is not None:  # a bash array (`ARGS=(` ... `)`) the command may expand
+            a = opened
+            continue
+        if kind[a - 1] is not None:
+            break
         if _CONTINUED.search(lines[a - 1]) or _SHELLISH.match(lines[a - 1]):
             a -= 1
             continue

@@ -1,0 +1,198 @@
+"""The doctor on partial evidence: it never refuses a launch, an unknown GPU or a cut-off log.
+
+Each class is shown on a real thread of data/incidents/ where one exists, posted without an sglang
+version: before, the doctor said "the launch command ... is not read: no sglang version anywhere in the
+evidence ... add --sglang VERSION" and read nothing of it; now the release is inferred from the evidence
+(or assumed, said at the top) and the flags are read with its flag table. Inputs that no thread holds
+(a bash array, a sentence naming flags, an unknown GPU name in nvidia-smi output, a command beside a
+server_args line cut mid-way) are written for this test, and say so where they are built.
+
+The releases read are sglang wheels from the kit's cache (pip download --no-deps, once).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from kit.doctor import diagnose, from_files
+from kit.doctor.infer import guess_version, launch_options, text_dates
+from kit.server_args import stated_versions
+
+ROOT = Path(__file__).resolve().parent.parent
+INCIDENTS = ROOT / "data" / "incidents"
+SGL_KIT = shutil.which("sgl-kit", path=str(Path(sys.executable).parent)) or "sgl-kit"
+OLD_REFUSAL = "is not read: no sglang version anywhere"
+
+
+def sgl_kit(*args, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([SGL_KIT, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _guessed(ev) -> None:
+    """The version is not given and is said to be a guess, in Evidence and in its sources."""
+    assert ev.version and ev.version_basis in ("inferred", "assumed"), (ev.version, ev.version_basis)
+    assert ev.sources["version"].startswith(f"sglang {ev.version} assumed (")
+    assert "no version stated" in ev.sources["version"]
+    assert not any(OLD_REFUSAL in p for p in ev.problems), ev.problems
+
+
+# --------------------------------------------------------------------------- the version, inferred
+
+
+def test_the_release_is_narrowed_by_a_flag_only_some_releases_accept():
+    # --enable-piecewise-cuda-graph: a field in 0.5.4-0.5.9, accepted and ignored in 0.5.10-0.5.13, gone in 0.5.14
+    guess = guess_version(options=["--enable-piecewise-cuda-graph", "--tp"], releases=["0.4.6.post5", "0.5.11", "0.5.23"])
+    assert (guess.version, guess.basis, guess.fits) == ("0.5.11", "inferred", ["0.5.11"])
+    assert guess.line().startswith("sglang 0.5.11 assumed (inferred from the flags")
+
+
+def test_a_date_in_the_text_leaves_out_releases_built_after_it():
+    guess = guess_version(dates=[date(2025, 6, 12)], releases=["0.4.6.post5", "0.5.11", "0.5.23"])
+    assert (guess.version, guess.basis) == ("0.4.6.post5", "inferred")  # its wheel was built 2025-05-24
+    assert "the date 2025-06-12" in guess.line()
+
+
+def test_nothing_to_narrow_assumes_the_newest_release_here_and_says_so():
+    guess = guess_version(releases=["0.4.6.post5", "0.5.11", "0.5.23"])
+    assert (guess.version, guess.basis) == ("0.5.23", "assumed")
+    assert "the newest release whose source is here" in guess.line()
+    assert any("known regression" in s for s in guess.spans)  # the range spans releases the rules tell apart
+
+
+def test_the_docker_latest_tag_states_no_version_and_the_flags_are_read():
+    """sgl-project/sglang#3927: `lmsysorg/sglang:latest` and a vLLM flag (--max_num_batched_tokens)."""
+    path = INCIDENTS / "sglang-3927-docker-run" / "docker-run.sh"
+    assert stated_versions(path.read_text()) == []
+    ev = from_files(command=str(path))
+    _guessed(ev)
+    assert ev.explicit["tp_size"] == 2 and ev.explicit["context_length"] == 2048
+    assert any("--max_num_batched_tokens" in p and "not a flag of sglang" in p for p in ev.problems), ev.problems
+    text = diagnose(ev).to_text()
+    assert text.splitlines()[1].startswith(f"sglang {ev.version} assumed (")
+
+
+def test_a_script_with_variables_is_read_without_a_version():
+    """sgl-project/sglang#8024's launch script ($(( )) arithmetic, ${VARS}, cut off at `--e`)."""
+    ev = from_files(command=str(INCIDENTS / "sglang-8024-script-vars" / "launch.sh"))
+    _guessed(ev)
+    assert ev.explicit["tp_size"] == 8 and ev.explicit["page_size"] == 64
+    assert ev.explicit["max_running_requests"] == 512  # 8 * 2 * (32 * 8 / 8)
+    assert any("--e" in p and "cut off" in p for p in ev.problems)
+
+
+def test_a_wrapper_line_in_a_comment_is_read_without_a_version():
+    """sgl-project/sglang#6017: env prefix and nohup around the launch, quoted in a comment, cut off."""
+    ev = from_files(paste=str(INCIDENTS / "sglang-6017-inline-cut" / "comment.md"))
+    _guessed(ev)
+    assert ev.explicit["dp_size"] == 16 and ev.explicit["chunked_prefill_size"] == 524288
+    assert ev.environ["SGLANG_TBO_DEBUG"] == "1"
+
+
+def test_launch_options_and_dates_read_from_text():
+    text = (INCIDENTS / "sglang-7212-script-cut-server-args" / "issue.md").read_text()
+    assert "--tp-size" in launch_options([text]) and date(2025, 6, 12) in text_dates(text)
+
+
+# --------------------------------------------------------------------------- a cut log beside a command
+
+
+def test_a_cut_server_args_line_beside_its_script_is_read():
+    """sgl-project/sglang#7212: the script and its log, whose server_args line is cut before any field."""
+    ev = from_files(paste=str(INCIDENTS / "sglang-7212-script-cut-server-args" / "issue.md"))
+    _guessed(ev)
+    assert "2025-06-12" in ev.sources["version"]  # the log's timestamps bound the release
+    assert ev.explicit["tp_size"] == 4 and ev.args["max_running_requests"] == 128
+    assert any("cut off before its first field" in p for p in ev.problems)
+
+
+def test_a_command_fills_the_fields_a_cut_lost(tmp_path):
+    log = ROOT / "tests" / "data" / "server_args" / "cut-mid-field.log"
+    command = tmp_path / "launch.sh"  # written for this test: the launch that log's fields belong to
+    command.write_text("python -m sglang.launch_server --model-path /models/Qwen3.6-27B --tp 2 "
+                       "--max-running-requests 48 --context-length 32768\n")
+    ev = from_files(log=str(log), command=str(command), sglang="0.5.11")
+    assert ev.args["max_running_requests"] == 48 and ev.args["context_length"] == 32768
+    assert "max_running_requests" not in ev.unknown and "chunked_prefill_size" in ev.unknown
+    assert "fields the cut lost from the launch command" in ev.sources["args"]
+
+
+# --------------------------------------------------------------------------- wrappers and prose (written for the test)
+
+
+def test_a_bash_array_wrapper_is_read_with_each_flags_line(tmp_path):
+    script = tmp_path / "serve.sh"  # written for this test
+    script.write_text('#!/bin/bash\nMODEL=/models/llama\nARGS=(\n  --model-path "$MODEL"\n  --tp 8\n'
+                      '  --mem-fraction-static 0.85\n)\nEXTRA_ARGS="--chunked-prefill-size 4096"\n'
+                      'python -m sglang.launch_server "${ARGS[@]}" $EXTRA_ARGS --port 30000\n')
+    ev = from_files(command=str(script), sglang="0.5.11")
+    launch = ev.launch.primary
+    assert ev.explicit["tp_size"] == 8 and ev.explicit["mem_fraction_static"] == 0.85
+    assert ev.explicit["chunked_prefill_size"] == 4096 and ev.explicit["model_path"] == "/models/llama"
+    assert launch.origin_of("tp_size") == f"{script}:9 via ${{ARGS[@]}} ({script}:5)"
+    assert launch.origin_of("chunked_prefill_size") == f"{script}:9 via $EXTRA_ARGS ({script}:8)"
+
+
+def test_sglang_serve_takes_its_model_without_a_flag(tmp_path):
+    cmd = tmp_path / "cmd.txt"  # written for this test
+    cmd.write_text("sglang serve Qwen/Qwen3-8B --tp 2 --port 30000\n")
+    ev = from_files(command=str(cmd), sglang="0.5.23")
+    assert ev.explicit["model_path"] == "Qwen/Qwen3-8B" and ev.explicit["tp_size"] == 2
+    assert not any("a value where a flag was expected" in p for p in ev.problems)
+
+
+def test_flags_and_numbers_named_in_sentences_are_read(tmp_path):
+    post = tmp_path / "post.md"  # written for this test
+    post.write_text("We serve DeepSeek-V3 on 8 x H200 with `--tp 8 --dp 8 --enable-dp-attention`, after "
+                    "pip install --upgrade.\nThe log shows #running-req: 15 most of the time.\n")
+    ev = from_files(paste=str(post), sglang="0.5.11")
+    assert ev.args == {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True}
+    assert "line 1" in ev.sources["prose flags"] and "--upgrade" not in ev.sources["prose flags"]
+    assert ev.explicit is None  # a sentence is not the launch: what it does not name stays unknown
+    assert ev.decode["max_running_req"] == 15 and "line 2" in ev.sources["decode"]
+
+
+# --------------------------------------------------------------------------- unknown hardware
+
+
+def test_an_unknown_gpu_in_nvidia_smi_output_leaves_a_problem_and_the_rest_runs(tmp_path):
+    smi = tmp_path / "smi.csv"  # written for this test: a GPU name the kit's table does not hold
+    smi.write_text("index, name, memory.total [MiB], memory.used [MiB]\n0, Radeon AI PRO R9700, 32624 MiB, 0 MiB\n")
+    ev = from_files(command=str(INCIDENTS / "sglang-3927-docker-run" / "docker-run.sh"), nvidia_smi=str(smi),
+                    sglang="0.4.6.post5")
+    assert any("'Radeon AI PRO R9700': not a GPU the kit knows" in p for p in ev.problems), ev.problems
+    d = diagnose(ev)
+    assert d.roofline is not None and "bandwidth unknown" in d.roofline.to_text()
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+@pytest.mark.slow
+def test_cli_doctor_reads_a_command_with_no_version():
+    path = INCIDENTS / "sglang-3927-docker-run" / "docker-run.sh"
+    proc = sgl_kit("doctor", "--command", str(path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert " (assumed): " in lines[0] and lines[1].startswith("sglang ") and " assumed (" in lines[1]
+    assert OLD_REFUSAL not in proc.stdout
+    assert "finding" in lines[0] and ("no rule found" in proc.stdout or "no finding" in proc.stdout
+                                      or "1. [" in proc.stdout)
+    data = json.loads(sgl_kit("doctor", "--command", str(path), "--json").stdout)
+    assert data["sglang_version_basis"] in ("inferred", "assumed")
+
+
+@pytest.mark.slow
+def test_cli_doctor_continues_past_an_unknown_gpu():
+    path = INCIDENTS / "sglang-8024-script-vars" / "launch.sh"
+    proc = sgl_kit("doctor", "--command", str(path), "--gpu", "r9700")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "--gpu r9700: not a GPU the kit knows" in text and "a6000" in text
+    assert "hardware: 8x r9700" in text
