@@ -39,6 +39,9 @@ from _real_server_support import SHARED_SERVERS, own_real_server, qwen35_server,
 # command connects on its own, so no test depends on what an earlier one left running; the tests
 # of keeping (tests/test_ssh_keep.py) turn it on for themselves.
 os.environ["SGL_KIT_SSH_PERSIST"] = "0"
+# A doctor rule that raises, or reads a fact it did not declare (kit.doctor.facts), fails the test
+# instead of leaving a problem line.
+os.environ["SGL_KIT_STRICT_RULES"] = "1"
 
 SSHD = "/usr/sbin/sshd"
 LOOPBACK = "127.0.0.1"

@@ -235,13 +235,13 @@ def test_without_config_json_the_speculative_steps_check_is_an_open_question():
     ev = from_files(log=str(log), sglang="0.5.11")
     d = diagnose(ev)
     assert "speculative-steps-low" not in [f.id for f in d.findings]
-    asked = [q for q in d.unanswered if q.startswith("the model: no config.json")]
-    assert asked and "speculative decoding's steps (it runs 1 step(s), 2 draft token(s)" in asked[0], d.unanswered
+    asked = [q for q in d.unanswered if q.startswith("the model's config.json")]  # generated from Rule.uses
+    assert asked and "speculative-steps-low" in asked[0] and "--model-config" in asked[0], d.unanswered
     # with the config, the rule answers and the question is gone
     config = Path(__file__).parent / "data" / "provenance" / "qwen3.6-27b" / "config.json"
     d = diagnose(from_files(log=str(log), sglang="0.5.11", model_config=str(config)))
     assert "speculative-steps-low" in [f.id for f in d.findings]
-    assert not [q for q in d.unanswered if "speculative decoding's steps" in q]
+    assert not [q for q in d.unanswered if q.startswith("the model's config.json")]
 
 
 # --------------------------------------------------------------------------- the MoE kernel's tuned-config lookup

@@ -22,10 +22,11 @@ from kit.errors import KitError
 from . import rules, rules_capacity, rules_hw, rules_known, rules_metrics, rules_resolved, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
 from .evidence import Evidence, from_files, from_server, launch_word
+from .facts import FACTS, UndeclaredFact, missing, strict
 from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
-from .rulebase import RULES, Rule, version_in
-from .rules_metrics import METRIC_RULES, add_runtime
+from .rulebase import GAPS, RULES, Rule, in_group, ordered, version_in
+from .rules_metrics import add_runtime
 from .rules_trace import add_trace  # noqa: F401  (registers its rules; a trace summary as evidence)
 
 __all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "Impact", "ModelSize", "RULES", "Roofline", "Rule",
@@ -74,12 +75,15 @@ def runtime_diagnosis(host, server, *, prometheus=None, since: str | float = "1h
     if evidence.runtime is None and not prometheus:
         evidence.problems.append("nothing was read of what the server did: no Prometheus URL was given, and the "
                                  "server runs without --enable-metrics (sglang serves /metrics only with it)")
-    return diagnose(evidence, only=METRIC_RULES)
+    return diagnose(evidence, only=in_group("metrics"))
 
 
 def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_tokens: int = 1024) -> Diagnosis:
-    """Run every rule (or ``only`` these) over the evidence. Rules that read other rules' findings
-    (``after="findings"``) run last; findings are ordered measured, modelled, then not estimated."""
+    """Run every rule (or ``only`` these) over the evidence, in the order their ``after`` declares
+    (kit.doctor.rulebase.ordered). A rule whose needed facts (``Rule.reads``) are missing is not run:
+    it is listed as not checked, with how to get them. A rule that fails leaves a problem naming it and
+    the others run (with ``SGL_KIT_STRICT_RULES=1`` it raises, as it does when a rule reads a fact it did
+    not declare). Findings are ordered measured, modelled, then not estimated, then by priority and id."""
 
     case = Case(evidence)
     case.roofline = _roofline(case, context_tokens)
@@ -88,58 +92,125 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
     if evidence.version is None and not (evidence.launch is not None and evidence.explicit is None):
         problems.append("the sglang version is not known: every rule ran, version ranges unchecked "
                         "(give --sglang VERSION)")
-    chosen = list(only or RULES)
-    ordered = [r for r in chosen if r.after != "findings"] + [r for r in chosen if r.after == "findings"]
-    for r in ordered:
+    chosen = ordered(list(only or RULES))
+    ran, lacking = [], []
+    watch = strict()
+    for r in chosen:
         if evidence.version is not None and not version_in(evidence.version, r.versions):
             runs = "is assumed to run" if evidence.version_basis in ("inferred", "assumed") else "runs"
             skipped.append((r.id, f"written for sglang {r.versions}; this server {runs} {evidence.version}"))
             continue
+        needs = missing(evidence, r.reads)
+        if needs:
+            skipped.append((r.id, "not checked: needs " + "; and ".join(
+                " or ".join(f"{f.what} ({f.how})" for f in alts) for alts in needs)))
+            lacking.append((r, {f.name for alts in needs for f in alts}))
+            continue
+        ran.append(r)
         try:
-            expanded = r.expand(case) if r.expand is not None else [r]
+            with case.watching() if watch else _nothing() as seen:
+                expanded = r.expand(case) if r.expand is not None else [r]
+            if seen is not None:
+                _check_declared(r, seen)
         except KitError as err:
             problems.append(f"rule {r.id} could not finish: {err.message}")
+            continue
+        except Exception as err:  # noqa: BLE001  (one rule's bug never aborts the diagnosis)
+            if watch:
+                raise
+            problems.append(f"rule {r.id} failed: {type(err).__name__}: {err}; the other rules ran")
             continue
         if r.expand is not None:
             checked.append(r.id)
         for one in expanded:
-            _run(case, one, findings, problems, checked, record=r.expand is None)
+            case.refused = []
+            try:
+                with case.watching() if watch else _nothing() as seen:
+                    found = _run(one, case)
+                if seen is not None:
+                    _check_declared(r, seen)
+            except KitError as err:
+                problems.append(f"rule {one.id} could not finish: {err.message}")
+                continue
+            except Exception as err:  # noqa: BLE001  (one rule's bug never aborts the diagnosis)
+                if watch:
+                    raise
+                problems.append(f"rule {one.id} failed: {type(err).__name__}: {err}; the other rules ran")
+                continue
+            if r.expand is None:
+                checked.append(r.id)
+            if found is None:
+                continue
+            lines, estimate, changes, advice, avoid, covers, checks, sites, dropped = found
+            if one.gpu_only and case.no_gpu:
+                estimate, changes, advice, avoid = _does_not_apply(case, estimate)
+            findings.append(Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions,
+                                    one.affects, dropped, checks if not (one.gpu_only and case.no_gpu) else []))
+            case.covered |= _fields_of(case, changes) | set(covers)
+            case.found.append(one.id)
     _within_the_room(case, findings)
+    priority = {r.id: r.priority for r in chosen}
+    findings.sort(key=lambda f: (f.estimate.rank, -priority.get(f.id, 0), f.id))
     diagnosis = Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
                           skipped, checked, dict(evidence.sources), evidence.command,
                           _open_questions(case, findings) + case.questions,
-                          unanswered=rules_runtime.evidence_gaps(case) + rules_metrics.evidence_gaps(case))
+                          unanswered=_unanswered(case, ran, lacking))
     from .fixcheck import check_fixed_launch
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)
     return diagnosis
 
 
-def _run(case: Case, r: Rule, findings: list[Finding], problems: list[str], checked: list[str],
-         record: bool = True) -> None:
-    """One rule over the case: its finding (if it fires) added to ``findings``."""
-    case.refused = []
-    try:
-        lines = r.when(case)
-        if record:
-            checked.append(r.id)
-        if not lines:
-            return
-        estimate = r.impact(case)
-        changes, advice, avoid = r.fix(case)
-        covers = r.covers(case)
-        checks = r.checks(case)
-        sites, _ = _cited(case, r.sites(case), covers)
-        dropped = list(dict.fromkeys(case.refused))
-    except KitError as err:
-        problems.append(f"rule {r.id} could not finish: {err.message}")
-        return
-    if r.gpu_only and case.no_gpu:
-        estimate, changes, advice, avoid = _does_not_apply(case, estimate)
-    findings.append(Finding(r.id, r.title, estimate, lines, sites, changes, advice, avoid, r.versions,
-                            r.affects, dropped, checks if not (r.gpu_only and case.no_gpu) else []))
-    case.covered |= _fields_of(case, changes) | set(covers)
-    case.found.append(r.id)
+def _run(r: Rule, case: Case):
+    """One rule over the case: None when it does not fire, else what its finding is made of."""
+    lines = r.when(case)
+    if not lines:
+        return None
+    estimate = r.impact(case)
+    changes, advice, avoid = r.fix(case)
+    covers = r.covers(case)
+    checks = r.checks(case)
+    sites, _ = _cited(case, r.sites(case), covers)
+    return lines, estimate, changes, advice, avoid, covers, checks, sites, list(dict.fromkeys(case.refused))
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _check_declared(r: Rule, seen: set[str]) -> None:
+    undeclared = sorted(f for f in seen - r.declared if f in FACTS)
+    if undeclared:
+        raise UndeclaredFact(f"rule {r.id} read {', '.join(undeclared)} without declaring it (Rule.reads: needed, "
+                             "Rule.uses: read when present)")
+
+
+def _unanswered(case: Case, ran: list[Rule], lacking: list[tuple[Rule, set[str]]]) -> list[str]:
+    """The questions the rules could not ask, generated from their declarations: for each missing fact,
+    the rules not checked without it and those that ran saying less, and how to get it; then the
+    questions about evidence present in part (kit.doctor.rulebase.GAPS)."""
+    out = []
+    for fact in FACTS.values():
+        if not fact.ask or fact.present(case.ev) or (fact.given_by and not FACTS[fact.given_by].present(case.ev)):
+            continue
+        needing = [r.id for r, absent in lacking if fact.name in absent]
+        using = [r.id for r in ran if fact.name in r.declared]
+        if not needing and not using:
+            continue
+        said = [f"not checked without it: {_ids(needing)}"] if needing else []
+        said += [f"read when present by {_ids(using)}"] if using else []
+        out.append(f"{fact.what}: not in the evidence; {'; '.join(said)}; {fact.how}")
+    for ask in GAPS:
+        out += ask(case)
+    return out
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids)
 
 
 def _cited(case: Case, sites: list[str], fields) -> tuple[list[str], list[str]]:

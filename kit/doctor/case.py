@@ -4,11 +4,19 @@ A rule asks ``case.value("disable_overlap_schedule")``, ``case.asked("...")`` (d
 command set it?), ``case.explain("...")`` (provenance: which lines of this version's source set
 it, and which fired), ``case.option("...")`` (the flag in this version's words). Answers that
 need the source are None when there is none; a rule then says less, it does not fail.
+
+While a rule runs in strict mode (kit.doctor.facts), the case records the facts the rule touches:
+each Evidence attribute read through ``case.ev`` counts as its fact, and the cached answers
+(``explain``, ``flags``, ``fields``, ``spec_auto``, the gate chains, ...) count as the facts they
+stand for (``source``), whatever they read inside, so what a rule is seen to read does not depend
+on which rule asked first.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import wraps
 from typing import Any
 
 from kit.errors import KitError
@@ -20,9 +28,45 @@ __all__ = ["Case"]
 _MISSING = object()
 
 
+class _answer:
+    """A cached answer of the Case that stands for ``facts``: reading it counts as reading them."""
+
+    def __init__(self, *facts: str) -> None:
+        self.facts = facts
+
+    def __call__(self, fn):
+        self.fn, self.name, self.__doc__ = fn, "_answer_" + fn.__name__, fn.__doc__
+        return self
+
+    def __get__(self, case, owner=None):
+        if case is None:
+            return self
+        case.touch(*self.facts)
+        if self.name not in case.__dict__:
+            with case.reading():
+                case.__dict__[self.name] = self.fn(case)
+        return case.__dict__[self.name]
+
+    def __set__(self, case, value) -> None:
+        case.__dict__[self.name] = value
+
+
+def _stands_for(*facts: str):
+    """A method of the Case whose answer counts as reading ``facts`` (and only them)."""
+    def wrap(fn):
+        @wraps(fn)
+        def method(self, *args, **kwargs):
+            with self.reading(*facts):
+                return fn(self, *args, **kwargs)
+        return method
+    return wrap
+
+
 class Case:
     def __init__(self, evidence: Evidence) -> None:
-        self.ev = evidence
+        self._ev = evidence
+        self._seen: set[str] | None = None  # strict mode: the facts the running rule touched
+        self._quiet = 0
         self._explained: dict[str, Any] = {}
         self.roofline = None  # kit.doctor.Roofline, set before the rules run
         self.found: list[str] = []  # ids of the rules that fired so far
@@ -30,6 +74,43 @@ class Case:
         self.questions: list[str] = []  # open questions rules leave (a known issue that may apply: what to send)
         self.refused: list[str] = []  # "path:line: why" for each site :meth:`cited` refused (the engine reads
         # and clears it around each rule, so a finding lists the sites its rule looked at and left out)
+
+    # ---- what a rule reads (kit.doctor.facts)
+
+    @property
+    def ev(self) -> Evidence:
+        if self._seen is None or self._quiet:
+            return self._ev
+        from .facts import Watched
+
+        return Watched(self._ev, self._seen)  # type: ignore[return-value]
+
+    @ev.setter
+    def ev(self, evidence: Evidence) -> None:
+        self._ev = evidence
+
+    @contextmanager
+    def watching(self) -> Iterator[set[str]]:
+        """Record the facts read through this case (strict mode), for one rule."""
+        self._seen, self._quiet = set(), 0
+        try:
+            yield self._seen
+        finally:
+            self._seen = None
+
+    def touch(self, *facts: str) -> None:
+        if self._seen is not None and not self._quiet:
+            self._seen.update(facts)
+
+    @contextmanager
+    def reading(self, *facts: str) -> Iterator[None]:
+        """An answer that stands for ``facts``: they are recorded, what it reads inside is not."""
+        self.touch(*facts)
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
 
     # ---- values
 
@@ -83,7 +164,7 @@ class Case:
 
     # ---- the source of this version
 
-    @cached_property
+    @_answer("source")
     def fields(self) -> set[str]:
         """The ServerArgs fields of this version (empty without a source)."""
         from kit.server_args import defaults
@@ -95,7 +176,7 @@ class Case:
         except KitError:
             return set(self.ev.args)
 
-    @cached_property
+    @_answer("source")
     def flags(self):
         from kit.server_args import flag_table
 
@@ -113,6 +194,7 @@ class Case:
         spec = next((s for s in self.flags if s.field == field), None)
         return spec.name if spec is not None else None
 
+    @_stands_for("source")
     def explain(self, name: str):
         """kit.provenance.explain of the field against this server's args, config, command and environment."""
         if name not in self._explained:
@@ -164,7 +246,7 @@ class Case:
 
     # ---- which cited sites can be the cause
 
-    @cached_property
+    @_answer("source")
     def reacher(self):
         """kit.provenance.Reacher for this launch (None without a source)."""
         if self.ev.tree is None:
@@ -254,7 +336,7 @@ class Case:
         where = f"; the sites that can, with guards the log cannot decide: {', '.join(maybe[:3])}" if maybe else ""
         return f"not asked for and not the default ({default.value!r}): sglang set it{where}"
 
-    @cached_property
+    @_answer("source")
     def cli_defaults(self) -> dict:
         from kit.server_args import cli_defaults
 
@@ -267,7 +349,7 @@ class Case:
 
     # ---- speculative decoding
 
-    @cached_property
+    @_answer("source", "model_config")
     def spec_auto(self):
         """sglang's own choice of (steps, topk, draft tokens) for this model, or None."""
         if self.ev.tree is None or not self.speculative:
@@ -300,7 +382,7 @@ class Case:
 
     # ---- the model
 
-    @cached_property
+    @_answer("model_config")
     def text_config(self) -> dict:
         config = self.ev.model_config or {}
         return config.get("text_config") or config

@@ -35,6 +35,11 @@ def chain(case, mechanism: str, *, restored: bool = False, changes: dict | None 
     """The kit.provenance.gates chain of ``mechanism`` for this case (None without a source tree).
     ``restored``: with the path's switch turned back on; ``changes``: other field values to try;
     ``facts``: the machine as it would be after a change (``{"p2p": True}``), over what the evidence says."""
+    with case.reading("source"):  # a cached answer: it counts as reading the source, whoever asked first
+        return _chain(case, mechanism, restored, changes, facts)
+
+
+def _chain(case, mechanism, restored, changes, facts):
     if case.ev.tree is None:
         return None
     memo = case.__dict__.setdefault("_gate_chains", {})

@@ -14,8 +14,14 @@ And what the engine needs, declared rather than guessed:
 - ``affects``: the parts of serving it slows (:data:`PARTS`: the decode step, verify, draft,
   prefill/extend, the all-reduce, scheduling, queueing);
 - ``covers``: the fields its finding speaks of, so later rules (the baseline's) do not repeat them;
-- ``after``: ``"findings"`` for a rule that reads what other rules found (it runs once every other
-  rule has), else ``""``;
+- ``reads``: the facts it needs (:data:`kit.doctor.facts.FACTS`); without one of them it is not run, and the
+  diagnosis says "not checked: needs ..." with how to get it. ``uses``: facts it reads when present and
+  does without (it says less). In strict mode a rule that reads a fact it declared in neither fails;
+- ``after``: the ids of rules it runs after, or ``"findings"`` for a rule that reads what other rules
+  found (it runs after every rule that is not itself ``"findings"``); the order is topological, ties
+  broken by id, never by registration;
+- ``group``: a named subset (``"metrics"``: the rules over what the server did), for :func:`in_group`;
+- ``priority``: findings of equal impact rank by it (higher first), then by id;
 - ``expand``: a rule that stands for many (one per known issue that matches): it returns the rules to run
   in its place for this case, each giving one finding (all of them checked under this rule's id);
 - ``gpu_only``: a rule about CUDA graphs or GPU kernels (attention backends). On a server with no
@@ -34,8 +40,8 @@ from packaging.version import InvalidVersion, Version
 from .case import Case
 from .result import BASES, METRICS, PARTS, Change, Impact
 
-__all__ = ["ALL_VERSIONS", "BASES", "METRICS", "PARTS", "RULES", "Fix", "Impact", "Rule", "not_estimated",
-           "resolution_sites", "rule", "version_in", "where"]
+__all__ = ["ALL_VERSIONS", "BASES", "GAPS", "METRICS", "PARTS", "RULES", "Fix", "Impact", "Rule", "gap", "in_group",
+           "not_estimated", "ordered", "resolution_sites", "rule", "version_in", "where"]
 
 Fix = tuple[list[Change], list[str], list[str]]
 ALL_VERSIONS = ">=0.4"
@@ -58,19 +64,29 @@ class Rule:
     sites: Callable[[Case], list[str]] = lambda case: []
     affects: tuple[str, ...] = ()
     covers: Callable[[Case], set[str]] = lambda case: set()
-    after: str = ""  # "findings": runs after every rule that does not read findings
+    after: str | tuple[str, ...] = ""  # rule ids it runs after; "findings": after every rule that is not "findings"
     gpu_only: bool = False  # True: with no GPU (Case.no_gpu) it reports, says it does not apply, prescribes nothing
     # changes the release's source says buy nothing for this launch: offered to measure (a prediction to check),
     # never as a fix; each with the reason
     checks: Callable[[Case], list[tuple[Change, str]]] = lambda case: []
     expand: Callable[[Case], list[Rule]] | None = None  # the rules to run in its place for this case
+    uses: tuple[str, ...] = ()  # facts read when present (kit.doctor.facts); ``reads`` are needed
+    group: str = ""  # a named subset of the rules ("metrics"): in_group(name)
+    priority: int = 0  # at equal impact, higher ranks first (then the id)
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.affects if p not in PARTS]
         if not self.affects or unknown:
             raise ValueError(f"rule {self.id}: affects must name parts of {sorted(PARTS)}, not {unknown or '()'}")
-        if self.after not in ("", "findings"):
-            raise ValueError(f"rule {self.id}: after is '' or 'findings', not {self.after!r}")
+        if isinstance(self.after, str) and self.after not in ("", "findings"):
+            raise ValueError(f"rule {self.id}: after is '', 'findings' or rule ids, not {self.after!r}")
+
+    @property
+    def declared(self) -> set[str]:
+        """Every fact it may read: ``reads`` and ``uses``."""
+        from .facts import names
+
+        return names(self.reads) | names(self.uses)
 
     def __repr__(self) -> str:
         return f"<Rule {self.id} ({self.versions})>"
@@ -82,6 +98,49 @@ RULES: list[Rule] = []
 def rule(r: Rule) -> Rule:
     RULES.append(r)
     return r
+
+
+def in_group(name: str) -> list[Rule]:
+    """The rules of a declared group (``Rule.group``), by id."""
+    return sorted((r for r in RULES if r.group == name), key=lambda r: r.id)
+
+
+def ordered(rules: list[Rule]) -> list[Rule]:
+    """``rules`` in a topological order of ``after`` (ties by id, never by registration): a rule after
+    ``"findings"`` follows every rule that is not; ``after`` naming a rule not among ``rules`` is ignored."""
+    import heapq
+
+    by_id = {r.id: r for r in rules}
+    plain = [r.id for r in rules if r.after != "findings"]
+    before = {r.id: set(plain if r.after == "findings" else
+                        [a for a in ((r.after,) if isinstance(r.after, str) and r.after else
+                                     () if isinstance(r.after, str) else r.after) if a in by_id]) for r in rules}
+    ready = [i for i, b in before.items() if not b]
+    heapq.heapify(ready)
+    out: list[Rule] = []
+    while ready:
+        done = heapq.heappop(ready)
+        out.append(by_id[done])
+        for i, b in before.items():
+            if done in b:
+                b.discard(done)
+                if not b:
+                    heapq.heappush(ready, i)
+    if len(out) != len(by_id):
+        stuck = sorted(set(by_id) - {r.id for r in out})
+        raise ValueError(f"the rules' `after` makes a cycle: {', '.join(stuck)}")
+    return out
+
+
+# Questions about evidence that is present in part (a Prometheus without a series, an option whose
+# effect depends on a number the evidence lacks): functions of the case, each a list of
+# "question: what would answer it", registered beside the rules they belong to.
+GAPS: list[Callable[[Case], list[str]]] = []
+
+
+def gap(fn: Callable[[Case], list[str]]) -> Callable[[Case], list[str]]:
+    GAPS.append(fn)
+    return fn
 
 
 def resolution_sites(case: Case, name: str) -> list:

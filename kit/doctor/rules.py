@@ -247,11 +247,12 @@ def _later_than(spec: str, version: str | None) -> bool:
 
 rule(Rule(
     "prefill-cuda-graph-off", "The prefill (piecewise) CUDA graph is off",
-    ">=0.5.10", ("args", "command", "model_config", "source"),
+    ">=0.5.10", ("args",),
     when=_prefill_off, impact=_prefill_impact, fix=_prefill_fix,
     sites=lambda case: _where(s for s in case.fired(_prefill_field(case) or "") if s.rule),
     affects=("prefill/extend",), covers=lambda case: {_prefill_field(case) or "disable_piecewise_cuda_graph"},
-    gpu_only=True, checks=_prefill_checks))
+    gpu_only=True, checks=_prefill_checks,
+    uses=("command", "model_config", "source", "bench", "version")))
 
 
 def _decode_field(case: Case) -> str | None:
@@ -290,11 +291,12 @@ def _decode_impact(case: Case) -> Impact:
 
 
 rule(Rule(
-    "decode-cuda-graph-off", "Decode runs without CUDA graphs", _ALL, ("args", "command", "source"),
+    "decode-cuda-graph-off", "Decode runs without CUDA graphs", _ALL, ("args",),
     when=_decode_off, impact=_decode_impact,
     fix=_decode_fix, sites=lambda case: _where(_resolution_sites(case, _decode_field(case) or "")),
     affects=("decode step", "verify"), covers=lambda case: {_decode_field(case) or "disable_cuda_graph"},
-    gpu_only=True))
+    gpu_only=True,
+    uses=("command", "source", "decode", "version")))
 
 
 def _graph_bs_ceiling(case: Case) -> list[str] | None:
@@ -330,7 +332,8 @@ rule(Rule(
     ("args", "decode"),
     when=_graph_bs_ceiling, impact=_graph_bs_impact, fix=_graph_bs_fix,
     affects=("decode step", "queueing"), covers=lambda case: {"cuda_graph_max_bs"},
-    gpu_only=True))
+    gpu_only=True,
+    uses=("source",)))
 
 
 
@@ -479,10 +482,11 @@ def _spec_fix(case: Case) -> Fix:
 
 rule(Rule(
     "speculative-steps-low", "Speculative decoding drafts fewer tokens than it should", ">=0.5",
-    ("args", "command", "model_config", "source", "baseline", "decode"),
+    ("args",),
     when=_spec_low, impact=_spec_impact, fix=_spec_fix,
     sites=lambda case: [case.spec_auto.where] if case.spec_auto is not None else [],
-    affects=("draft", "verify"), covers=lambda case: {"speculative_num_steps", "speculative_num_draft_tokens"}))
+    affects=("draft", "verify"), covers=lambda case: {"speculative_num_steps", "speculative_num_draft_tokens"},
+    uses=("baseline", "command", "decode", "bench", "model_config", "source", "hardware", "version", "capacity", "environ")))
 
 
 def _accept_low(case: Case) -> list[str] | None:
@@ -496,7 +500,7 @@ def _accept_low(case: Case) -> list[str] | None:
 
 
 rule(Rule(
-    "speculative-accept-low", "Few draft tokens are accepted", _ALL, ("args", "decode"),
+    "speculative-accept-low", "Few draft tokens are accepted", _ALL, ("args", "decode|bench"),
     when=_accept_low, impact=lambda case: _accept_impact(case),
     fix=lambda case: ([], ["check that the draft (MTP/EAGLE) weights belong to this exact checkpoint and "
                            "quantization; measure with temperature 0 to separate sampling from draft quality"],
@@ -527,7 +531,7 @@ def _remove_or_rule(name: str, avoid: list[str]):
 
 
 rule(Rule(
-    "overlap-scheduler-off", "The overlap scheduler is off", _ALL, ("args", "command", "source"),
+    "overlap-scheduler-off", "The overlap scheduler is off", _ALL, ("args",),
     when=_flag_on("disable_overlap_schedule", "CPU scheduling of the next batch is no longer hidden behind "
                                               "the GPU's work"),
     impact=lambda case: not_estimated("scheduling, sampling bookkeeping and detokenisation now sit between GPU "
@@ -536,10 +540,11 @@ rule(Rule(
                                       "the Decode batch lines' gen throughput against the roofline"),
     affects=("scheduling",), covers=lambda case: {"disable_overlap_schedule"},
     fix=_remove_or_rule("disable_overlap_schedule", []),
-    sites=lambda case: _where(_resolution_sites(case, "disable_overlap_schedule"))))
+    sites=lambda case: _where(_resolution_sites(case, "disable_overlap_schedule")),
+    uses=("command", "source", "version")))
 
 rule(Rule(
-    "radix-cache-off", "The prefix (radix) cache is off", _ALL, ("args", "command", "source"),
+    "radix-cache-off", "The prefix (radix) cache is off", _ALL, ("args",),
     when=_flag_on("disable_radix_cache", "shared prefixes (system prompts, multi-turn history) are prefilled again "
                                          "for every request"),
     impact=lambda case: not_estimated("it costs prefill time on repeated prefixes (system prompts, multi-turn "
@@ -549,7 +554,8 @@ rule(Rule(
     affects=("prefill/extend",), covers=lambda case: {"disable_radix_cache"},
     fix=_remove_or_rule("disable_radix_cache", ["--disable-radix-cache with mamba extra_buffer: sglang refuses "
                                                 "that combination at startup"]),
-    sites=lambda case: _where(_resolution_sites(case, "disable_radix_cache"))))
+    sites=lambda case: _where(_resolution_sites(case, "disable_radix_cache")),
+    uses=("command", "source", "version")))
 
 
 def _mamba_field(case: Case) -> str | None:
@@ -573,7 +579,7 @@ def _mamba_no_buffer(case: Case) -> list[str] | None:
 
 rule(Rule(
     "mamba-no-buffer", "Mamba state caching runs in no_buffer mode", ">=0.5.10",
-    ("args", "command", "model_config", "source"),
+    ("args",),
     when=_mamba_no_buffer,
     impact=lambda case: not_estimated("no_buffer cannot keep state snapshots: sglang then turns off overlap "
                                       "scheduling or the prefix cache; their cost is that of those findings",
@@ -581,7 +587,8 @@ rule(Rule(
     affects=("scheduling", "prefill/extend"), covers=lambda case: {_mamba_field(case) or "mamba_scheduler_strategy"},
     fix=lambda case: ([Change(case.option(_mamba_field(case)) or "--mamba-scheduler-strategy", "extra_buffer")], [],
                       ["extra_buffer together with --disable-radix-cache: sglang refuses it at startup"]),
-    sites=lambda case: _where(_resolution_sites(case, _mamba_field(case) or ""))))
+    sites=lambda case: _where(_resolution_sites(case, _mamba_field(case) or "")),
+    uses=("command", "model_config", "source", "version")))
 
 
 def _max_running_48(case: Case) -> list[str] | None:
@@ -601,7 +608,7 @@ def _max_running_48(case: Case) -> list[str] | None:
 
 rule(Rule(
     "max-running-requests-48", "Speculative decoding capped concurrent requests at 48", ">=0.5",
-    ("args", "command", "source"),
+    ("args",),
     when=_max_running_48,
     impact=lambda case: _queue_impact(case, 48),
     affects=("queueing",), covers=lambda case: {"max_running_requests"},
@@ -609,7 +616,8 @@ rule(Rule(
                            f"{case.option('max_running_requests') or '--max-running-requests'} and "
                            f"{case.option('cuda_graph_max_bs') or case.option('cuda_graph_max_bs_decode') or '--cuda-graph-max-bs'} together"],
                       ["a higher --max-running-requests alone: batches above cuda_graph_max_bs decode eagerly"]),
-    sites=lambda case: _where(_resolution_sites(case, "max_running_requests"))))
+    sites=lambda case: _where(_resolution_sites(case, "max_running_requests")),
+    uses=("command", "source", "version", "bench")))
 
 
 def _vlm_site(case: Case, name: str) -> list:
@@ -632,14 +640,15 @@ def _mem_vlm(case: Case) -> list[str] | None:
 
 rule(Rule(
     "mem-fraction-lowered-for-vlm", "GPU memory for the KV cache was lowered because the model counts as a VLM",
-    ">=0.5", ("args", "command", "model_config", "source"),
+    ">=0.5", ("args",),
     when=_mem_vlm,
     impact=lambda case: not_estimated("a smaller KV cache: fewer concurrent requests and shorter contexts fit; "
                                       "a single stream is unaffected", "throughput under load",
                                       "the Decode batch lines' token usage and #queue-req under the real load"),
     fix=lambda case: _mem_vlm_fix(case),
     affects=("queueing",), covers=lambda case: {"mem_fraction_static"},
-    sites=lambda case: _where(_vlm_site(case, "mem_fraction_static"))))
+    sites=lambda case: _where(_vlm_site(case, "mem_fraction_static")),
+    uses=("command", "model_config", "source", "version")))
 
 
 def _sglang_says(case: Case, function: str, **parameters):
@@ -674,7 +683,7 @@ def _chunked_vlm(case: Case) -> list[str] | None:
 
 rule(Rule(
     "chunked-prefill-off-for-vlm", "Chunked prefill is off because the model counts as a VLM", ">=0.5",
-    ("args", "command", "model_config", "source"),
+    ("args", "model_config"),
     when=_chunked_vlm,
     impact=lambda case: not_estimated("a long prompt is prefilled in one piece: running decodes stall behind it; "
                                       "how long depends on the prompts served", "time to first token",
@@ -685,7 +694,8 @@ rule(Rule(
                       ["--chunked-prefill-size N: the model runner overrides it for this architecture"]),
     sites=lambda case: [x.where for x in (_sglang_says(case, "is_multimodal_chunked_prefill_supported",
                                                        model_architectures=(case.ev.model_config or {})
-                                                       .get("architectures") or []),) if x is not None]))
+                                                       .get("architectures") or []),) if x is not None],
+    uses=("command", "source", "version", "notices")))
 
 
 

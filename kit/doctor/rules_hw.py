@@ -55,11 +55,12 @@ def _tp_topology_fix(case: Case) -> Fix:
 
 rule(Rule(
     "tp-across-slow-link", "Tensor parallelism crosses a slow link while a closer group of GPUs exists", ">=0.4",
-    ("args", "environ", "topology"),
+    ("topology",),
     when=_tp_topology,
     impact=lambda case: _allreduce_impact(case, "through the CPU's root complex (PHB/NODE/SYS) each all-reduce "
                                                 "waits longer than over NVLink or a PCIe switch"),
-    fix=_tp_topology_fix, affects=("all-reduce",), covers=lambda case: {"base_gpu_id"}))
+    fix=_tp_topology_fix, affects=("all-reduce",), covers=lambda case: {"base_gpu_id"},
+    uses=("args", "environ", "hardware", "model_config")))
 
 
 def _nccl_p2p_disabled(case: Case) -> list[str] | None:
@@ -76,14 +77,15 @@ def _nccl_p2p_disabled(case: Case) -> list[str] | None:
 
 rule(Rule(
     "nccl-p2p-disabled", "NCCL peer-to-peer is switched off for a tensor-parallel server", ">=0.4",
-    ("environ", "args", "p2p"),
+    ("environ",),
     when=_nccl_p2p_disabled,
     impact=lambda case: _allreduce_impact(case, "NCCL's all-reduce traffic then bounces through host memory "
                                                 "instead of GPU to GPU"),
     affects=("all-reduce",), covers=lambda case: set(),
     fix=lambda case: ([Change(unset="NCCL_P2P_DISABLE")],
                       ["if it was set to stop a hang, check IOMMU/ACS in the BIOS (`iommu=pt`) instead"],
-                      ["NCCL_P2P_DISABLE=1 as a fix for NCCL hangs: it hides the cause and costs every step"])))
+                      ["NCCL_P2P_DISABLE=1 as a fix for NCCL hangs: it hides the cause and costs every step"]),
+    uses=("args", "p2p", "hardware", "model_config")))
 
 
 def _p2p_missing(case: Case) -> list[str] | None:
@@ -136,9 +138,10 @@ def _p2p_fix(case: Case) -> Fix:
 
 rule(Rule(
     "p2p-unavailable", "GPUs used by tensor parallelism cannot reach each other peer to peer", ">=0.4",
-    ("p2p", "args", "environ"),
+    ("p2p",),
     when=_p2p_missing, impact=_p2p_impact, fix=_p2p_fix,
-    sites=lambda case: _p2p_check_site(case), affects=("all-reduce",), covers=lambda case: set()))
+    sites=lambda case: _p2p_check_site(case), affects=("all-reduce",), covers=lambda case: set(),
+    uses=("args", "environ", "hardware", "bench", "decode", "model_config", "source")))
 
 
 def _custom_ar_off(case: Case) -> list[str] | None:
@@ -172,11 +175,12 @@ def _custom_ar_fix(case: Case) -> Fix:
 
 rule(Rule(
     "custom-all-reduce-off", "Custom all-reduce is off with tensor parallelism", ">=0.4",
-    ("args", "command", "source"),
+    ("args",),
     when=_custom_ar_off,
     impact=lambda case: _custom_ar_off_impact(case),
     fix=_custom_ar_fix, sites=lambda case: _where(_resolution_sites(case, "disable_custom_all_reduce")),
-    affects=("all-reduce",), covers=lambda case: {"disable_custom_all_reduce"}))
+    affects=("all-reduce",), covers=lambda case: {"disable_custom_all_reduce"},
+    uses=("command", "source", "version", "environ", "p2p", "topology", "hardware")))
 
 
 _ALLREDUCE = Path(__file__).resolve().parent.parent / "data" / "allreduce.yaml"
@@ -316,14 +320,15 @@ def _attention_fix(case: Case) -> Fix:
 
 rule(Rule(
     "attention-backend-mismatch", "The attention backend does not suit this GPU", ">=0.5",
-    ("args", "command", "hardware"),
+    ("args", "hardware"),
     when=_attention,
     impact=lambda case: not_estimated("torch_native is a reference implementation; a backend built for another SM "
                                       "fails its startup check or falls back", "decode tok/s",
                                       "a benchmark with sglang's own choice of backend (sgl-kit bench)"),
     fix=_attention_fix, sites=lambda case: _where(_resolution_sites(case, "attention_backend")),
     affects=("decode step", "prefill/extend"), covers=lambda case: {"attention_backend"},
-    gpu_only=True))
+    gpu_only=True,
+    uses=("command", "source", "version")))
 
 
 # --------------------------------------------------------------------------- the baseline
@@ -391,9 +396,10 @@ def _baseline_fix(case: Case) -> Fix:
 
 
 rule(Rule(
-    "differs-from-baseline", "The launch differs from the known-good baseline", ">=0.4", ("args", "baseline"),
+    "differs-from-baseline", "The launch differs from the known-good baseline", ">=0.4", ("baseline",),
     when=_baseline,
     impact=lambda case: not_estimated(f"{len(baseline_rows(case))} difference(s) from a launch known to be fast; "
                                       "their effect is not modelled", "decode tok/s",
                                       "a benchmark of the baseline's launch and of this one (notebook 04)"),
-    fix=_baseline_fix, affects=("decode step",), covers=lambda case: set(), after="findings"))
+    fix=_baseline_fix, affects=("decode step",), covers=lambda case: set(), after="findings",
+    uses=("args", "command", "source")))

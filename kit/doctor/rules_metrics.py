@@ -28,11 +28,11 @@ from kit.errors import KitError
 from .case import Case
 from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
-from .rulebase import RULES, Fix, Impact, Rule, not_estimated, rule
+from .rulebase import Fix, Impact, Rule, gap, not_estimated, rule
 
-__all__ = ["ACCEPT_DROP", "LOW_CACHE_HIT", "METRIC_RULES", "QUEUE_SHARE", "add_runtime", "evidence_gaps"]
+__all__ = ["ACCEPT_DROP", "GROUP", "LOW_CACHE_HIT", "QUEUE_SHARE", "add_runtime", "evidence_gaps"]
 
-_FIRST = len(RULES)  # the rules registered below are METRIC_RULES
+GROUP = "metrics"  # every rule below declares it: kit.doctor.rulebase.in_group("metrics")
 
 # The kit's own thresholds (not sglang's):
 LOW_CACHE_HIT = 0.10  # fewer prompt tokens than this share served from the prefix cache counts as "low"
@@ -238,11 +238,12 @@ def _decode_eager_fix(case: Case) -> Fix:
 
 
 rule(Rule(
-    "decode-passes-eager", "Decode passes ran outside CUDA graphs (measured)", _ALL, ("runtime", "args"),
+    "decode-passes-eager", "Decode passes ran outside CUDA graphs (measured)", _ALL, ("runtime",),
     when=_decode_eager, impact=_decode_eager_impact, fix=_decode_eager_fix,
     sites=lambda case: _decl_site(_fact(case, "graph_passes"))
     + _src_site(case, '"decode_cuda_graph" if value else "decode_none"'),
-    affects=("decode step",), covers=lambda case: {"cuda_graph_max_bs"}, gpu_only=True))
+    affects=("decode step",), covers=lambda case: {"cuda_graph_max_bs"}, gpu_only=True, group=GROUP,
+    uses=("args",)))
 
 
 def _prefill_passes(case: Case) -> tuple[float, float] | None:
@@ -280,7 +281,7 @@ rule(Rule(
                            "`sgl-kit why TARGET disable_piecewise_cuda_graph`)"], []),
     sites=lambda case: _decl_site(_fact(case, "graph_passes"))
     + _src_site(case, '"prefill_cuda_graph" if value else "prefill_none"'),
-    affects=("prefill/extend",), gpu_only=True))
+    affects=("prefill/extend",), gpu_only=True, group=GROUP))
 
 
 # --------------------------------------------------------------------------- queueing
@@ -344,10 +345,11 @@ def _queued_fix(case: Case) -> Fix:
 
 rule(Rule(
     "queue-time-measured", "Requests waited in the scheduler's queue (measured)", _ALL,
-    ("runtime", "args", "capacity"),
+    ("runtime",),
     when=_queued, impact=_queued_impact, fix=_queued_fix,
     sites=lambda case: _decl_site(_fact(case, "queue_time_sum")) + _src_site(case, "observe_queue_time(self."),
-    affects=("queueing",)))
+    affects=("queueing",), group=GROUP,
+    uses=("args", "capacity")))
 
 
 # --------------------------------------------------------------------------- retraction
@@ -394,7 +396,7 @@ rule(Rule(
                       ["a lower --schedule-conservativeness than needed: it admits requests the pool cannot hold"]),
     sites=lambda case: _decl_site(_fact(case, "retracted_requests")) + _src_site(case, "increment_retracted_reqs(",
                                                                                   "managers/"),
-    affects=("queueing",)))
+    affects=("queueing",), group=GROUP))
 
 
 # --------------------------------------------------------------------------- prefix cache
@@ -435,7 +437,7 @@ def _cache_fix(case: Case) -> Fix:
 
 
 rule(Rule(
-    "prefix-cache-hit-low", "Few prompt tokens came from the prefix cache (measured)", _ALL, ("runtime", "args"),
+    "prefix-cache-hit-low", "Few prompt tokens came from the prefix cache (measured)", _ALL, ("runtime",),
     when=_cache_low,
     impact=lambda case: not_estimated(f"{_cache(case)[0]:g} of {_cache(case)[1]:g} prompt tokens were cached "
                                       f"({_when(case)}); how much more the workload could share is not in the "
@@ -443,7 +445,8 @@ rule(Rule(
                                       "the prompts served: how long a prefix they share (a sample of requests)"),
     fix=_cache_fix,
     sites=lambda case: _decl_site(_fact(case, "cached_tokens")) + _src_site(case, "cache_hit_rate = 0.0"),
-    affects=("prefill/extend",), covers=lambda case: {"disable_radix_cache"}))
+    affects=("prefill/extend",), covers=lambda case: {"disable_radix_cache"}, group=GROUP,
+    uses=("args",)))
 
 
 # --------------------------------------------------------------------------- accept length over time
@@ -498,10 +501,8 @@ rule(Rule(
                            "then sgl-kit args diff); a changed draft model, speculative flags or prompt mix moves it"],
                       []),
     sites=lambda case: _decl_site(_fact(case, "accept_length_over_time")),
-    affects=("verify", "draft")))
+    affects=("verify", "draft"), group=GROUP))
 
-
-METRIC_RULES = RULES[_FIRST:]
 
 # --------------------------------------------------------------------------- what was not answered
 
@@ -520,6 +521,7 @@ _WHY_MISSING = {
 }
 
 
+@gap
 def evidence_gaps(case: Case) -> list[str]:
     """For each runtime question the rules could not answer: which series was missing and why it may be.
     Empty when no runtime evidence was asked for."""

@@ -4,8 +4,8 @@ notices with their line, the ready line's numbers, ``Decode batch`` / ``Prefill 
 they are gated by that evidence, not by a version floor: 0.4.x lines carry ``accept len`` too.
 
 They register into kit.doctor.rulebase.RULES, like kit.doctor.rules and kit.doctor.rules_hw.
-:func:`evidence_gaps` says, for the questions these rules ask, which evidence was missing and what
-would answer each (the doctor lists them instead of "no rule found" when they were not answered).
+:func:`evidence_gaps` asks what no rule asks (the concurrency DP attention is served at); the questions
+of missing evidence are generated from the rules' declarations (kit.doctor.facts).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kit.errors import KitError
 from .case import Case
 from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
-from .rulebase import Fix, Impact, Rule, not_estimated, rule
+from .rulebase import Fix, Impact, Rule, gap, not_estimated, rule
 
 __all__ = ["evidence_gaps"]
 
@@ -263,12 +263,13 @@ def _capped_sites(case: Case) -> list[str]:
 
 rule(Rule(
     "running-requests-capped", "sglang capped the running requests below what was asked", _ALL,
-    ("notices", "capacity", "command", "decode", "source"),
+    (),
     when=_capped,
     impact=lambda case: _load_impact(case, _cap(case).cap, f"at most {_cap(case).cap} requests run at once "
                                                            f"(capped by {_cap(case).by}); the rest wait"),
     fix=_capped_fix, sites=_capped_sites,
-    affects=("queueing",), covers=lambda case: {"max_running_requests"}))
+    affects=("queueing",), covers=lambda case: {"max_running_requests"},
+    uses=("notices", "capacity", "command", "decode", "prefill", "bench", "source", "args", "environ", "model_config", "version")))
 
 
 # --------------------------------------------------------------------------- context larger than the pool
@@ -331,10 +332,11 @@ def _context_fix(case: Case) -> Fix:
 
 rule(Rule(
     "context-exceeds-kv-pool", "The context length is larger than the KV cache pool", _ALL,
-    ("capacity", "command", "notices"),
+    (),
     when=_context_over_pool, impact=_context_impact, fix=_context_fix,
     sites=lambda case: _site(case, "the maximum allowed length"),
-    affects=("queueing",), covers=lambda case: {"context_length"}))
+    affects=("queueing",), covers=lambda case: {"context_length"},
+    uses=("capacity", "command", "notices", "args", "source")))
 
 
 # --------------------------------------------------------------------------- speculative decoding under load
@@ -390,12 +392,13 @@ def _spec_loaded_impact(case: Case) -> Impact:
 
 rule(Rule(
     "speculative-under-load", "Speculative decoding runs at high concurrency, where it may cost more than it gains",
-    _ALL, ("decode", "args", "model_config"),
+    _ALL, ("decode",),
     when=_spec_loaded, impact=_spec_loaded_impact,
     fix=lambda case: ([], ["benchmark the served concurrency with speculative decoding off; if that is faster, "
                            "serve high-concurrency traffic without it (a separate server or route), or use fewer "
                            "draft steps"], ["more draft steps at high concurrency: each adds verify work per request"]),
-    affects=("draft", "verify"), covers=lambda case: set()))
+    affects=("draft", "verify"), covers=lambda case: set(),
+    uses=("args", "model_config", "bench")))
 
 
 # --------------------------------------------------------------------------- the tokenizer
@@ -429,14 +432,15 @@ def _tokenizer_impact(case: Case) -> Impact:
 
 rule(Rule(
     "slow-tokenizer", "A slow (Python) tokenizer is loaded: the CPU side may bound serving", _ALL,
-    ("notices", "bench", "decode"),
+    ("notices",),
     when=_slow_tokenizer, impact=_tokenizer_impact,
     fix=lambda case: ([], ["load a fast tokenizer (a tokenizer.json beside the weights, or --tokenizer-path to one)",
                            "or --skip-tokenizer-init and send token ids (the client tokenizes)",
                            "measure client against server first: sgl-kit bench, then doctor --bench FILE --log LOG"],
                       []),
     sites=lambda case: _site(case, "Using a slow tokenizer"),
-    affects=("scheduling",), covers=lambda case: set()))
+    affects=("scheduling",), covers=lambda case: set(),
+    uses=("bench", "decode", "source")))
 
 
 # --------------------------------------------------------------------------- MoE kernel configs
@@ -504,7 +508,8 @@ rule(Rule(
                                       "a benchmark after tuning (sglang's benchmark/kernels/fused_moe_triton/"
                                       "tuning_fused_moe_triton.py, then sgl-kit bench on both)"),
     fix=_moe_fix, sites=_moe_sites,
-    affects=("decode step", "prefill/extend"), covers=lambda case: set()))
+    affects=("decode step", "prefill/extend"), covers=lambda case: set(),
+    uses=("source",)))
 
 
 # --------------------------------------------------------------------------- queues, a full pool, retraction
@@ -537,12 +542,13 @@ def _pool_full_fix(case: Case) -> Fix:
 
 
 rule(Rule(
-    "kv-pool-full", "The KV cache pool runs full (requests wait or are retracted)", _ALL, ("decode", "notices"),
+    "kv-pool-full", "The KV cache pool runs full (requests wait or are retracted)", _ALL, ("decode|notices",),
     when=_pool_full,
     impact=lambda case: _load_impact(case, None, "new requests wait for KV room, and retracted ones are prefilled "
                                                  "again"),
     fix=_pool_full_fix, sites=lambda case: _site(case, "KV cache pool is full. Retract requests"),
-    affects=("queueing",), covers=lambda case: set()))
+    affects=("queueing",), covers=lambda case: set(),
+    uses=("bench", "prefill", "source")))
 
 
 def _queued(case: Case) -> list[str] | None:
@@ -577,11 +583,12 @@ def _queued_fix(case: Case) -> Fix:
 
 
 rule(Rule(
-    "requests-queued", "Requests wait in the scheduler's queue", _ALL, ("decode", "prefill", "capacity"),
+    "requests-queued", "Requests wait in the scheduler's queue", _ALL, ("decode|prefill",),
     when=_queued,
     impact=lambda case: _load_impact(case, None, "queued requests wait before their first token"),
     fix=_queued_fix,
-    affects=("queueing",), covers=lambda case: set()))
+    affects=("queueing",), covers=lambda case: set(),
+    uses=("capacity", "args", "bench", "source")))
 
 
 # --------------------------------------------------------------------------- what was not answered
@@ -597,39 +604,21 @@ def _concurrency(case: Case) -> float | None:
     return float(running) if running is not None else None
 
 
+@gap
 def evidence_gaps(case: Case) -> list[str]:
-    """The questions these and the other rules could not answer from this evidence, each with the
-    evidence that would answer it. Empty when the evidence each needs was there."""
-    ev, out = case.ev, []
-    if not ev.args and not ev.explicit and ev.launch is None:  # a launch not read is said in the problems
-        out.append("how the server was launched: no server_args line and no launch command, so the flag rules "
-                   "(CUDA graphs, overlap scheduler, caches, speculative settings) had nothing to read; send the log "
-                   "from the server's start (its `server_args=` line) or `curl HOST:PORT/server_info`")
-    if ev.version is None or getattr(ev, "version_basis", None) in ("inferred", "assumed"):
-        guessed = f" (sglang {ev.version} is assumed, not known)" if ev.version else ""
-        out.append(f"the sglang version{guessed}: the release-specific rules and the known issues (kit/data/known_issues) are matched "
-                   "by it; send `python -m sglang.check_env` or the log's first lines")
-    if ev.decode is None:
-        out.append("the server's behaviour under its load: no `Decode batch` lines, so queues, token usage, "
-                   "accept length and throughput were not read; send ~50 lines of the log while it serves")
-    if ev.bench is None:
-        out.append("the client's view: a benchmark (sgl-kit bench, then --bench FILE) next to the log's Decode batch "
-                   "lines of the same run shows time spent outside the GPU step (tokenizer, detokenizer, HTTP)")
-    if case.value("enable_dp_attention") is True and _concurrency(case) is None:
-        dp = case.value("dp_size")
-        out.append(f"DP attention is on ({'dp_size ' + str(dp) if dp and dp != 1 else 'dp_size as sglang sets it'}, "
-                   f"tp_size {case.tp}): it pays at high concurrency and costs per-request speed at low; the "
-                   "concurrency served is not in the evidence: send bench_serving's result (its Max request "
-                   "concurrency) or the Decode batch lines' #running-req under the real load")
-    if ev.model_config is None:
-        spec = ""
-        if case.speculative and case.value("speculative_num_steps") is not None and ev.baseline is None:
-            spec = (f"; nor did the check of speculative decoding's steps (it runs {case.value('speculative_num_steps')}"
-                    f" step(s), {case.value('speculative_num_draft_tokens')} draft token(s); sglang's own choice, "
-                    "auto_choose_speculative_params, depends on the architecture; a --baseline LOG of a faster "
-                    "launch also tells)")
-        out.append("the model: no config.json, so the roofline and the model rules did not run" + spec +
-                   "; send the config.json beside the weights (--model-config FILE)")
-    if ev.hardware is None:
-        out.append("the GPUs: send `nvidia-smi` (and `nvidia-smi topo -m` and `nvidia-smi topo -p2p r` when tp > 1)")
-    return out
+    """A question no rule asks, with the evidence that would answer it: DP attention pays at high
+    concurrency and costs per-request speed at low, and the concurrency served is not in the evidence.
+    (The questions of missing evidence are generated from the rules' declarations: kit.doctor.facts.)"""
+    out = []
+    ev = case.ev
+    if ev.version is not None and getattr(ev, "version_basis", None) in ("inferred", "assumed"):
+        out.append(f"the sglang version (sglang {ev.version} is assumed, not known): the release-specific rules and "
+                   "the known issues (kit/data/known_issues) are matched by it; send `python -m sglang.check_env` or "
+                   "the log's first lines")
+    if case.value("enable_dp_attention") is not True or _concurrency(case) is not None:
+        return out
+    dp = case.value("dp_size")
+    return out + [f"DP attention is on ({'dp_size ' + str(dp) if dp and dp != 1 else 'dp_size as sglang sets it'}, "
+            f"tp_size {case.tp}): it pays at high concurrency and costs per-request speed at low; the "
+            "concurrency served is not in the evidence: send bench_serving's result (its Max request "
+            "concurrency) or the Decode batch lines' #running-req under the real load"]

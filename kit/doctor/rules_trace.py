@@ -129,8 +129,9 @@ def _eager_fix(case: Case) -> Fix:
 
 rule(Rule(
     "trace-decode-eager", "Decode steps ran eager (kernel by kernel) where CUDA graphs were expected", _ALL,
-    ("trace", "args"), when=_eager_when, impact=_eager_impact, fix=_eager_fix,
-    affects=("decode step",), covers=lambda case: set(), gpu_only=True))
+    ("trace",), when=_eager_when, impact=_eager_impact, fix=_eager_fix,
+    affects=("decode step",), covers=lambda case: set(), gpu_only=True,
+    uses=("args",)))
 
 
 # --------------------------------------------------------------------------- communication share
