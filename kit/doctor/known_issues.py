@@ -30,7 +30,7 @@ from kit._data import DATA, load_yaml
 from kit.errors import KitError
 
 __all__ = ["AREAS", "CONFIDENCE", "DIRECTORY", "SYMPTOM_METRICS", "TRIGGER_KEYS", "Check", "Match", "Report",
-           "evidence_for", "first_source", "gpu_facts", "impact_share", "int_range", "load", "match", "release",
+           "evidence_for", "first_source", "gpu_facts", "gpu_named", "impact_share", "int_range", "load", "match", "release",
            "release_or_none", "report", "validate", "workaround_changes"]
 
 DIRECTORY = DATA / "known_issues"
@@ -515,9 +515,25 @@ def gpu_facts(case) -> list[dict]:
     return out
 
 
-def _gpu(case, key: str, wanted: Any) -> Check:
+def gpu_named(name: str, wanted: Any) -> bool:
+    """Whether the GPU ``name`` (as nvidia-smi prints it) is one the entry names: the same entry of the GPU
+    table, or (a name the table lacks) the same model words. Never a part of a name: H200 and H20-3e are not
+    an H20, GB200 is not a B200 (their tuned configs and kernels differ)."""
     from kit.hardware import match_gpu
 
+    profile = match_gpu(name)
+    words = _gpu_words(name)
+    for w in _items(wanted):
+        named = match_gpu(w)
+        if named is not None:
+            if profile is not None and profile.key == named.key:
+                return True
+        elif _gpu_words(w) and _gpu_words(w) == words:
+            return True
+    return False
+
+
+def _gpu(case, key: str, wanted: Any) -> Check:
     facts = gpu_facts(case)
     if not facts:
         return Check(key, "unknown", f"{key}: no GPU was read", NEEDS["gpu"])
@@ -525,10 +541,7 @@ def _gpu(case, key: str, wanted: Any) -> Check:
     for g in facts:
         table = "" if g["key"] else " (not in the kit's GPU table)"
         if key == "gpu_names":
-            names = {_gpu_words(g["name"])}
-            keys = {getattr(match_gpu(w), "key", None) for w in _items(wanted)} - {None}
-            held = bool(g["key"] and g["key"] in keys) or any(_gpu_words(w) and _gpu_words(w) in n
-                                                              for w in _items(wanted) for n in names)
+            held = gpu_named(g["name"], wanted)
             results.append(("held" if held else "not held", f"GPU {g['name']}; the issue names {_either(wanted)}"))
             continue
         value = g["vendor"] if key == "gpu_vendor" else g[key]
