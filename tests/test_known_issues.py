@@ -236,6 +236,14 @@ def test_the_schema_check_refuses_what_it_should(tmp_path):
     assert any("inside affected" in p for p in ki.validate(inside, ENTRIES))
     no_check = {**good, "fixed_in": "0.4.9", "fixed_basis": "wheel"}
     assert any("fixed_check" in p for p in ki.validate(no_check, ENTRIES))
+    prose = {**good, "fix": {"workaround": ["tune with tuning_fused_moe_triton.py"], "workaround_checked": ["0.4.8"]}}
+    assert any("not a flag" in p for p in ki.validate(prose, ENTRIES))
+    flags = {**good, "fix": {"workaround": ["--attention-backend triton", "SGLANG_X=1 (env)"],
+                             "workaround_checked": ["0.4.8"]}}
+    assert ki.validate(flags, ENTRIES) == []
+    assert ki.validate({**good, "trigger": {}}, ENTRIES) == []  # every deployment of the affected releases
+    assert "missing trigger" in ki.validate({k: v for k, v in good.items() if k != "trigger"}, ENTRIES)
+    assert any(p.startswith("trigger must be a mapping") for p in ki.validate({**good, "trigger": ["tp"]}, ENTRIES))
     ranges = {**good, "trigger": {"tp": "two", "lora": "yes", "gpu_vendor": "intel"}}
     assert len([p for p in ki.validate(ranges, ENTRIES) if p.startswith("trigger.")]) == 3
 
