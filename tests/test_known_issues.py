@@ -55,7 +55,8 @@ def _release_in(spec_text: str, inside: bool = True) -> str:
 
 
 def _int_in(value, inside: bool = True) -> int:
-    for n in list(range(0, 300)) + [512, 1024]:
+    # From 1: a TP, DP or EP size of 0 is no size (the server, and the matcher, read it as 1).
+    for n in list(range(1, 300)) + [512, 1024]:
         if ki.in_range(n, value) is inside:
             return n
     raise AssertionError(f"no integer {'inside' if inside else 'outside'} {value!r}")
@@ -96,8 +97,7 @@ def _other_gpu(trigger: dict, key: str) -> tuple[str, str]:
             return p.name, ""
         if key == "gfx" and p.gfx not in ki._items(wanted):
             return p.name, ""
-        if key == "gpu_names" and not any(match_gpu(n) is p or ki._gpu_words(n) in ki._gpu_words(p.name)
-                                          for n in ki._items(wanted)):
+        if key == "gpu_names" and not ki.gpu_named(p.name, wanted):
             return p.name, ""
     raise AssertionError(f"no GPU of the table fails {key} {wanted!r}")
 
@@ -207,6 +207,22 @@ def test_ranges_and_the_gpu_table():
     assert "nvidia-smi" in ki.match(entry, Case(odd)).check("sm").needs
 
 
+def test_gpu_names_are_whole_gpus_not_parts_of_a_name():
+    def holds(gpu: str, names: list[str]) -> str:
+        entry = {"id": "ki-x", "affected": ">=0.5.0", "trigger": {"gpu_names": names}}
+        ev = Evidence("t", version="0.5.1", sources={"version": "--sglang"},
+                      hardware=Hardware("t", [GPU(0, gpu, compute_cap="9.0")]))
+        return ki.match(entry, Case(ev)).check("gpu_names").status
+
+    assert holds("NVIDIA H20", ["H20"]) == "held"
+    assert holds("NVIDIA GeForce RTX 4090", ["RTX 4090"]) == "held"
+    assert holds("NVIDIA H20-3e", ["H20-3e"]) == "held"  # a GPU the table lacks, by its own name
+    assert holds("NVIDIA H200", ["H20"]) == "not held"
+    assert holds("NVIDIA H20-3e", ["H20"]) == "not held"
+    assert holds("NVIDIA GB200", ["B200"]) == "not held"
+    assert holds("NVIDIA A100-SXM4-80GB", ["A10"]) == "not held"
+
+
 def test_the_schema_check_refuses_what_it_should(tmp_path):
     good = next(e for e in ENTRIES if e["id"] == "ki-v048-rtx4090-slowdown")
     assert ki.validate(good, ENTRIES) == []
@@ -220,6 +236,14 @@ def test_the_schema_check_refuses_what_it_should(tmp_path):
     assert any("inside affected" in p for p in ki.validate(inside, ENTRIES))
     no_check = {**good, "fixed_in": "0.4.9", "fixed_basis": "wheel"}
     assert any("fixed_check" in p for p in ki.validate(no_check, ENTRIES))
+    prose = {**good, "fix": {"workaround": ["tune with tuning_fused_moe_triton.py"], "workaround_checked": ["0.4.8"]}}
+    assert any("not a flag" in p for p in ki.validate(prose, ENTRIES))
+    flags = {**good, "fix": {"workaround": ["--attention-backend triton", "SGLANG_X=1 (env)"],
+                             "workaround_checked": ["0.4.8"]}}
+    assert ki.validate(flags, ENTRIES) == []
+    assert ki.validate({**good, "trigger": {}}, ENTRIES) == []  # every deployment of the affected releases
+    assert "missing trigger" in ki.validate({k: v for k, v in good.items() if k != "trigger"}, ENTRIES)
+    assert any(p.startswith("trigger must be a mapping") for p in ki.validate({**good, "trigger": ["tp"]}, ENTRIES))
     ranges = {**good, "trigger": {"tp": "two", "lora": "yes", "gpu_vendor": "intel"}}
     assert len([p for p in ki.validate(ranges, ENTRIES) if p.startswith("trigger.")]) == 3
 

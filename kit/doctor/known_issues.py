@@ -30,7 +30,7 @@ from kit._data import DATA, load_yaml
 from kit.errors import KitError
 
 __all__ = ["AREAS", "CONFIDENCE", "DIRECTORY", "SYMPTOM_METRICS", "TRIGGER_KEYS", "Check", "Match", "Report",
-           "evidence_for", "first_source", "gpu_facts", "impact_share", "int_range", "load", "match", "release",
+           "evidence_for", "first_source", "gpu_facts", "gpu_named", "impact_share", "int_range", "load", "match", "release",
            "release_or_none", "report", "validate", "workaround_changes"]
 
 DIRECTORY = DATA / "known_issues"
@@ -55,6 +55,8 @@ OPTIONAL = ("fixed_check", "introduced_basis", "confirm", "notes", "note")
 _PR_OR_ISSUE = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(pull|issues)/\d+/?$")
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?((a|b|rc)\d+)?(\.post\d+)?$")
 EXCERPT_MAX_LINES = 60
+# A workaround the rule can apply: a flag of the release's flag table, or an environment variable.
+_WORKAROUND = re.compile(r"^(--[a-z][a-z0-9-]*(?:[= ]\S+)?|[A-Z_][A-Z0-9_]*=\S*)(?: \(env\))?$")
 
 # What to send when a key is unknown.
 NEEDS = {
@@ -159,7 +161,9 @@ def validate(entry: dict, entries: list[dict] | None = None, directory: Path | s
         return [f"an entry is not a mapping: {entry!r:.80}"]
     p: list[str] = []
     ident = entry.get("id")
-    p += [f"missing {k}" for k in REQUIRED if entry.get(k) in (None, "", [], {}) and k != "fix"]
+    # fix may be empty and trigger may be {} (every deployment of the affected releases): both must be written.
+    p += [f"missing {k}" for k in REQUIRED
+          if entry.get(k) is None or (entry.get(k) in ("", [], {}) and k not in ("fix", "trigger"))]
     p += [f"unknown key {k!r} (schema keys: {', '.join(REQUIRED + OPTIONAL)})"
           for k in entry if not k.startswith("_") and k not in REQUIRED + OPTIONAL]
     if not isinstance(ident, str) or not re.fullmatch(r"ki-[a-z0-9][a-z0-9.-]*", ident):
@@ -217,8 +221,10 @@ def _check_fixed(entry: dict, affected: SpecifierSet | None) -> list[str]:
 
 
 def _check_trigger(trigger: Any) -> list[str]:
-    if not isinstance(trigger, dict) or not trigger:
-        return ["trigger must be a mapping with at least one key"]
+    # An empty mapping is an issue of every deployment of the affected releases (a feature the release lacks);
+    # a key that every GPU or launch meets would only make the match partial when that fact is not given.
+    if not isinstance(trigger, dict):
+        return ["trigger must be a mapping (empty: every deployment of the affected releases)"]
     p = []
     for key, value in trigger.items():
         shape = TRIGGER_KEYS.get(key)
@@ -251,6 +257,9 @@ def _check_fix(entry: dict) -> list[str]:
     workaround = fix.get("workaround") or []
     if not isinstance(workaround, list) or not all(isinstance(w, str) for w in workaround):
         p.append("fix.workaround must be a list of flags or KEY=VALUE")
+    elif prose := [w for w in workaround if not _WORKAROUND.match(w)]:
+        p.append(f"fix.workaround {prose[0]!r} is not a flag (--name [value]) or KEY=VALUE: advice in words goes in "
+                 "notes, with workaround: []")
     elif workaround and not fix.get("workaround_checked"):
         p.append("fix.workaround names flags but fix.workaround_checked lists no release whose flag table has them")
     return p
@@ -515,9 +524,25 @@ def gpu_facts(case) -> list[dict]:
     return out
 
 
-def _gpu(case, key: str, wanted: Any) -> Check:
+def gpu_named(name: str, wanted: Any) -> bool:
+    """Whether the GPU ``name`` (as nvidia-smi prints it) is one the entry names: the same entry of the GPU
+    table, or (a name the table lacks) the same model words. Never a part of a name: H200 and H20-3e are not
+    an H20, GB200 is not a B200 (their tuned configs and kernels differ)."""
     from kit.hardware import match_gpu
 
+    profile = match_gpu(name)
+    words = _gpu_words(name)
+    for w in _items(wanted):
+        named = match_gpu(w)
+        if named is not None:
+            if profile is not None and profile.key == named.key:
+                return True
+        elif _gpu_words(w) and _gpu_words(w) == words:
+            return True
+    return False
+
+
+def _gpu(case, key: str, wanted: Any) -> Check:
     facts = gpu_facts(case)
     if not facts:
         return Check(key, "unknown", f"{key}: no GPU was read", NEEDS["gpu"])
@@ -525,10 +550,7 @@ def _gpu(case, key: str, wanted: Any) -> Check:
     for g in facts:
         table = "" if g["key"] else " (not in the kit's GPU table)"
         if key == "gpu_names":
-            names = {_gpu_words(g["name"])}
-            keys = {getattr(match_gpu(w), "key", None) for w in _items(wanted)} - {None}
-            held = bool(g["key"] and g["key"] in keys) or any(_gpu_words(w) and _gpu_words(w) in n
-                                                              for w in _items(wanted) for n in names)
+            held = gpu_named(g["name"], wanted)
             results.append(("held" if held else "not held", f"GPU {g['name']}; the issue names {_either(wanted)}"))
             continue
         value = g["vendor"] if key == "gpu_vendor" else g[key]
@@ -753,6 +775,8 @@ def _match_lines(m: Match) -> list[str]:
     if fix.get("upgrade_to") or fix.get("workaround"):
         out.append("    fix: " + "; ".join(([f"upgrade to {fix['upgrade_to']}"] if fix.get("upgrade_to") else [])
                                           + [f"workaround {w}" for w in fix.get("workaround") or []]))
+    if e.get("notes") or e.get("note"):
+        out.append(f"    note: {' '.join(str(e.get('notes') or e.get('note')).split())}")
     return out
 
 
