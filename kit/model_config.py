@@ -112,7 +112,7 @@ def _candidates(model: str) -> list[str]:
     text = os.path.expanduser(model.strip()).rstrip("/")
     parts = [p for p in text.split("/") if p and p != "."]
     found = []
-    for i, part in enumerate(parts):
+    for part in parts:
         if part.startswith("models--") and part.count("--") >= 2:
             found.append(part[len("models--"):].replace("--", "/", 1))
     if len(parts) >= 1 and "--" in parts[-1]:
