@@ -17,7 +17,7 @@ tree cache) by what the evidence holds:
 The release read with is the newest that fits (the closest, for a whole server_args line). When
 nothing narrows the releases, it is the newest whose source is here (else the newest the package
 index lists), said plainly as an assumption. ``VersionGuess.line`` is the sentence the report shows;
-``spans`` names what the rules read that changes inside the fitting range (known regressions, the
+``spans`` names what the rules read that changes inside the fitting range (known issues, the
 fast paths' history, the settings' eras), so a reader knows when the guess matters.
 """
 
@@ -301,7 +301,7 @@ def _from_index() -> VersionGuess:
 
 def spans_within(fits: list[str]) -> list[str]:
     """What the rules read that differs between the releases of ``fits``, each with the releases here
-    where it changes: a known regression (kit/data/regressions.yaml), a fast path's history
+    where it changes: a known issue (kit/data/known_issues), a fast path's history
     (kit/data/mechanism_history.yaml), the field that holds a setting (kit/data/lineage.yaml)."""
     from kit._data import DATA, load_yaml
     from kit.server_args import lineage_data
@@ -312,9 +312,13 @@ def spans_within(fits: list[str]) -> list[str]:
         return [fits[i] for i in range(1, len(fits)) if states[i] != states[i - 1]]
 
     out = []
-    for entry in (load_yaml(DATA / "regressions.yaml") or {}).get("regressions") or []:
-        if flips([str(entry.get("versions", ""))]):
-            out.append(f"the known regression {entry['id']} ({entry['versions']})")
+    from .known_issues import load as known_issues
+
+    changing = [e["id"] for e in known_issues() if flips([str(e.get("affected", ""))])]
+    if changing:
+        shown = ", ".join(changing[:5]) + (f" and {len(changing) - 5} more" if len(changing) > 5 else "")
+        out.append(f"{len(changing)} known issue(s) affect some of these releases and not others ({shown}; "
+                   "sgl-kit known-issues --sglang V lists them for one release)")
     for mechanism, entries in (load_yaml(DATA / "mechanism_history.yaml") or {}).items():
         by_when: dict[str, list[str]] = {}
         for entry in entries or []:
