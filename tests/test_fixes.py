@@ -1,0 +1,119 @@
+"""The launch with every fix, checked against every startup check of its release (kit.provenance.startup,
+kit.doctor.fixcheck); findings that contradict each other (kit.doctor.reconcile); no finding built on a
+value that was not read; hints that name only options sgl-kit has.
+
+Inputs: the real sglang wheels (0.5.11, 0.5.23), tests/data/fixes (a server_args line printed by sglang
+0.5.23's own code, see its SOURCES.md), the incident corpus (data/incidents)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kit.witness import source_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXES = Path(__file__).parent / "data" / "fixes"
+LLAMA = Path(__file__).parent / "data" / "models" / "llama-3.1-8b" / "config.json"
+
+
+def _line(tree, where: str) -> str:
+    path, line = where.rsplit(":", 1)
+    return tree.read_text(path).splitlines()[int(line) - 1] if hasattr(tree, "read_text") else \
+        (Path(tree.root) / path).read_text().splitlines()[int(line) - 1]
+
+
+def _source_line(version: str, where: str) -> tuple[str, list[str]]:
+    tree = source_tree(None, version)
+    path, line = where.rsplit(":", 1)
+    lines = (Path(str(tree.root)) / path).read_text().splitlines()
+    return lines[int(line) - 1], lines
+
+
+# --------------------------------------------------------------------------- 1. refusals complete
+
+
+def test_the_doctors_fix_that_an_arg_groups_hook_refuses_is_marked_refused_with_its_line():
+    # An embedding server that keeps no KV cache in prefill, with the radix cache off (its server_args
+    # line printed by sglang 0.5.23). The radix-cache rule says: remove --disable-radix-cache. sglang
+    # 0.5.23 refuses that in an arg_groups hook (validate_prefill_only_disable_kv_cache_args); the
+    # dry-run of the same launch says so too (kit.dryrun: "ValueError in
+    # validate_prefill_only_disable_kv_cache_args (srt/arg_groups/kv_cache_hook.py:911)").
+    from kit.doctor import diagnose, from_files
+
+    d = diagnose(from_files(log=str(FIXES / "embedding-no-radix-0.5.23.log"),
+                            command=str(FIXES / "embedding-no-radix-0.5.23.cmd"), model_config=str(LLAMA),
+                            sglang="0.5.23"))
+    radix = next(f for f in d.findings if f.id == "radix-cache-off")
+    assert [str(c) for c in radix.changes] == ["remove --disable-radix-cache"]
+    check = d.fix_check
+    assert check.status == "refused", check
+    (refused,) = check.checks["refused"]
+    assert refused["where"].startswith("srt/arg_groups/kv_cache_hook.py:")
+    assert refused["where"] in check.detail
+    text, lines = _source_line("0.5.23", refused["where"])
+    assert text.strip() == "raise ValueError("
+    at = int(refused["where"].rsplit(":", 1)[1])
+    assert lines[at - 2].strip() == "if not cfg.disable_radix_cache:"
+    assert "--prefill-only-disable-kv-cache requires --disable-radix-cache" in refused["message"]
+    # the whole resolution was read, the hooks included, and what could not be decided is counted apart
+    assert "sglang/srt/arg_groups/kv_cache_hook.py" in check.checks["files"]
+    assert check.checks["checked"] > 100 and check.checks["unchecked"] > 0
+    assert all(u["needs"] for u in check.checks["unchecked_checks"])
+    assert "the launch with every fix is not offered" in d.to_text()
+    assert d.to_dict()["fixed_command"] is None
+
+
+def test_the_launch_as_it_ran_passes_with_a_count_of_checked_and_unchecked():
+    from kit.provenance import startup_checks
+    from kit.server_args import parse_log
+
+    tree = source_tree(None, "0.5.23")
+    values = parse_log((FIXES / "embedding-no-radix-0.5.23.log").read_text()).fields
+    report = startup_checks(tree, values, str(LLAMA))
+    assert not report.refused
+    assert re.fullmatch(r"passes the checks read \(\d+ checked, \d+ unchecked\)", report.summary())
+    (kv,) = [c for c in report.checks if c.message.startswith("--prefill-only-disable-kv-cache requires "
+                                                              "--disable-radix-cache")]
+    assert kv.status == "passes" and kv.kind == "raise"
+    for c in report.unchecked:
+        assert str(c).startswith(f"unchecked: {c.where} (needs ") and c.needs
+
+
+def test_an_assert_of_check_server_args_refuses_and_one_it_cannot_decide_is_unchecked():
+    # 0.5.23 arg_groups/validation_hook.py check_server_args:
+    # assert not (cfg.disable_cuda_graph_padding and cfg.enable_torch_compile), "...incompatible..."
+    from kit.provenance import startup_checks
+    from kit.server_args import cli_defaults, parse_log
+
+    tree = source_tree(None, "0.5.23")
+    values = parse_log((FIXES / "embedding-no-radix-0.5.23.log").read_text()).fields
+    both = {**values, "disable_cuda_graph_padding": True, "enable_torch_compile": True}
+    report = startup_checks(tree, both, str(LLAMA), ran=values)
+    (hit,) = report.refused
+    assert hit.kind == "assert" and hit.function == "check_server_args"
+    assert hit.where.startswith("srt/arg_groups/validation_hook.py:")
+    text, _ = _source_line("0.5.23", hit.where)
+    assert text.strip().startswith("assert not (cfg.disable_cuda_graph_padding and cfg.enable_torch_compile)")
+    assert "incompatible with --enable-torch-compile" in hit.message
+    # a check that needs an environment variable of the server is unchecked, with what it needs
+    env = [c for c in report.unchecked if "environment" in c.needs]
+    assert env and all(c.status == "unchecked" for c in env)
+    assert cli_defaults(tree)  # the defaults came from the same release
+
+
+def test_a_refusal_of_the_launch_as_it_ran_is_a_guard_the_reader_does_not_see():
+    # a check that refuses the values of a launch that started is not a refusal: a guard outside its
+    # function (the pipeline's call) holds it back; it is unchecked, never counted as passing
+    from kit.provenance import startup_checks
+    from kit.server_args import parse_log
+
+    tree = source_tree(None, "0.5.23")
+    values = parse_log((FIXES / "embedding-no-radix-0.5.23.log").read_text()).fields
+    alone = startup_checks(tree, values, str(LLAMA))
+    ran = startup_checks(tree, values, str(LLAMA), ran=values)
+    assert not ran.refused
+    moved = {c.where for c in alone.refused}
+    assert moved <= {c.where for c in ran.unchecked if "outside its function" in c.needs}
