@@ -10,19 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from kit.witness import source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXES = Path(__file__).parent / "data" / "fixes"
 LLAMA = Path(__file__).parent / "data" / "models" / "llama-3.1-8b" / "config.json"
-
-
-def _line(tree, where: str) -> str:
-    path, line = where.rsplit(":", 1)
-    return tree.read_text(path).splitlines()[int(line) - 1] if hasattr(tree, "read_text") else \
-        (Path(tree.root) / path).read_text().splitlines()[int(line) - 1]
 
 
 def _source_line(version: str, where: str) -> tuple[str, list[str]]:
@@ -117,3 +109,68 @@ def test_a_refusal_of_the_launch_as_it_ran_is_a_guard_the_reader_does_not_see():
     assert not ran.refused
     moved = {c.where for c in alone.refused}
     assert moved <= {c.where for c in ran.unchecked if "outside its function" in c.needs}
+
+
+# --------------------------------------------------------------------------- 2. contradictions reconciled
+
+QWEN = ROOT / "kit" / "data" / "resolved" / "models" / "qwen3.6-27b" / "config.json"
+
+
+def _no_buffer(gpu: str | None = "a6000"):
+    from kit.doctor import diagnose, from_files
+
+    files = {"log": str(FIXES / "no-buffer-overlap-off-0.5.11.log"),
+             "command": str(FIXES / "no-buffer-overlap-off-0.5.11.cmd"), "model_config": str(QWEN), "sglang": "0.5.11"}
+    return diagnose(from_files(**files, **({"gpu": gpu} if gpu else {})))
+
+
+def test_a_fix_made_moot_by_what_another_finding_changes_is_set_aside_with_the_line(env_0511):
+    # mamba no_buffer with --disable-overlap-schedule on sglang 0.5.11: one rule says remove the flag, the
+    # other that no_buffer forces the overlap scheduler off anyway. sglang's own resolution (the dry-run)
+    # of the launch without the flag still writes disable_overlap_schedule = True, in
+    # _handle_mamba_radix_cache; the extra_buffer fix changes what that line tests.
+    d = _no_buffer()
+    ids = [f.id for f in d.findings]
+    assert "overlap-scheduler-off" not in ids and "mamba-no-buffer" in ids
+    (note,) = [n for n in d.set_aside if n.startswith("overlap-scheduler-off")]
+    assert "moot: " in note and "forces disable_overlap_schedule = True (srt/server_args.py:" in note
+    where = note.split("forces disable_overlap_schedule = True (", 1)[1].split(",", 1)[0]
+    text, lines = _source_line("0.5.11", where)
+    assert text.strip() == "self.disable_overlap_schedule = True"
+    at = int(where.rsplit(":", 1)[1])
+    assert any("if self.speculative_algorithm is None:" in line for line in lines[at - 8:at])
+    mamba = next(f for f in d.findings if f.id == "mamba-no-buffer")
+    assert [str(c) for c in mamba.changes] == ["--mamba-scheduler-strategy extra_buffer",
+                                                "remove --disable-overlap-schedule"]
+    assert any(e.startswith("it makes 'The overlap scheduler is off' (overlap-scheduler-off) moot: ")
+               for e in mamba.evidence)
+    assert "set aside (moot given another finding; not ranked):" in d.to_text()
+    assert d.to_dict()["set_aside"] == d.set_aside
+    assert "--disable-overlap-schedule" not in d.fixed_command
+
+
+def test_an_undecided_forcing_write_keeps_both_findings_and_says_what_decides_it():
+    # without a GPU profile there is no dry-run: the static reader cannot decide the callers' guards
+    # (parse_connector_type, the hybrid spec), so neither finding is set aside
+    d = _no_buffer(gpu=None)
+    ids = [f.id for f in d.findings]
+    assert "overlap-scheduler-off" in ids and "mamba-no-buffer" in ids and not d.set_aside
+    overlap = next(f for f in d.findings if f.id == "overlap-scheduler-off")
+    (maybe,) = [e for e in overlap.evidence if e.startswith("may be moot: ")]
+    assert "forces disable_overlap_schedule = True (srt/server_args.py:" in maybe and "undecided" in maybe
+
+
+def test_two_fixes_that_set_one_field_differently_keep_the_higher_ranked():
+    from kit.doctor import Change, Finding, Impact
+    from kit.doctor.case import Case
+    from kit.doctor.evidence import Evidence
+    from kit.doctor.reconcile import reconcile
+
+    ev = Evidence("t")
+    ev.tree, ev.version = source_tree(None, "0.5.11"), "0.5.11"
+    first = Finding("a", "A", Impact(0.2, "modelled", "x"), changes=[Change("--mem-fraction-static", 0.85)])
+    second = Finding("b", "B", Impact(None, "not estimated", "x"), changes=[Change("--mem-fraction-static", 0.8)])
+    kept, notes = reconcile([first, second], Case(ev))
+    assert kept == [first]
+    (note,) = notes
+    assert note.startswith("b (B): its fix --mem-fraction-static 0.8 sets mem_fraction_static otherwise than the fix of a")

@@ -22,6 +22,7 @@ from kit.errors import KitError
 from . import rules, rules_hw, rules_metrics, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
 from .evidence import Evidence, from_files, from_server, launch_word
+from .reconcile import reconcile
 from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import RULES, Rule, version_in
@@ -116,9 +117,11 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
         case.covered |= _fields_of(case, changes) | set(covers)
         case.found.append(r.id)
     _within_the_room(case, findings)
+    findings, set_aside = reconcile(findings, case)
     diagnosis = Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
                           skipped, checked, dict(evidence.sources), evidence.command, _open_questions(case, findings),
                           unanswered=rules_runtime.evidence_gaps(case) + rules_metrics.evidence_gaps(case))
+    diagnosis.set_aside = set_aside
     from .fixcheck import check_fixed_launch
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)

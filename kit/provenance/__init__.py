@@ -34,10 +34,10 @@ from .choices import Choice, choice
 from .compute import SERVER_ARGS, Computed, compute
 from .explain import CUDA_PROBES, explain, explain_server, normalize_flag
 from .fixes import Escape, Refusal, escapes, refusals
-from .startup import StartupCheck, StartupReport, check_functions
-from .startup import evaluate as startup_checks
 from .reach import Reach, Reacher
 from .result import AssignmentSite, FlagExplanation, Guard
+from .startup import StartupCheck, StartupReport, check_functions
+from .startup import evaluate as startup_checks
 
 __all__ = ["CUDA_PROBES", "SERVER_ARGS", "AssignmentSite", "Choice", "Computed", "compute", "Escape", "FlagExplanation", "Guard", "Reach", "Reacher", "Refusal", "choice", "escapes", "explain", "explain_server",
            "normalize_flag", "refusals", "StartupCheck", "StartupReport", "check_functions", "startup_checks"]

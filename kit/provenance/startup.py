@@ -32,7 +32,7 @@ from kit.server_args import cli_defaults
 from .guards import explain_write
 from .sites import Write, index_for
 
-__all__ = ["StartupCheck", "StartupReport", "check_functions", "evaluate"]
+__all__ = ["StartupCheck", "StartupReport", "check_functions", "evaluate", "method_reads", "write_status"]
 
 _SCOPE = ("srt/server_args.py", "srt/arg_groups/")
 _ROOT_METHODS = ("__post_init__", "resolve_once", "check_server_args")
@@ -337,3 +337,41 @@ def _message(node) -> str:
     if isinstance(exc, ast.JoinedStr):
         return "".join(v.value if isinstance(v, ast.Constant) else "{...}" for v in exc.values)
     return ast.unparse(exc) if exc is not None else "AssertionError"
+
+
+# --------------------------------------------------------------------------- one write
+
+
+def write_status(tree, where: str, values: dict, model_config=None) -> tuple[str, str]:
+    """Whether the statement at ``where`` (``srt/server_args.py:2433``) runs for a launch whose fields are
+    ``values``: "fired", "not fired" or "unknown", with why; the guards of its function and of the calls
+    that reach it in its module."""
+    path, line = where.removeprefix("sglang/").rsplit(":", 1)
+    index = index_for(tree)
+    module = index.modules.get(path)
+    if module is None:
+        return "unknown", f"{path} is not in the source"
+    parents = index.parents(module)
+    stmts = [n for n in ast.walk(module.tree) if isinstance(n, ast.stmt) and n.lineno == int(line) and id(n) in parents]
+    if not stmts:
+        return "unknown", f"no statement at {where}"
+    stmt = stmts[-1]  # the innermost
+    ev = evaluator(tree, values, model_config)
+    sites = explain_write(module, Write(stmt, "assign", "", getattr(stmt, "value", None), stmt.lineno), parents, ev,
+                          calls=index.calls)
+    statuses = {s.status for s in sites}
+    status = "fired" if "fired" in statuses else "unknown" if "unknown" in statuses else "not fired"
+    return status, "; ".join(dict.fromkeys(s.status_reason for s in sites if s.status == status))
+
+
+def method_reads(tree, name: str) -> set[str]:
+    """The fields a ServerArgs method of that name reads (``self.X``), one call deep; empty when there is
+    no such method."""
+    home = index_for(tree).modules.get("srt/server_args.py")
+    cls = home.classes.get("ServerArgs") if home is not None else None
+    method = next((s for s in (cls.body if cls is not None else []) if isinstance(s, (ast.FunctionDef,
+                   ast.AsyncFunctionDef)) and s.name == name), None)
+    if method is None:
+        return set()
+    return {n.attr for n in ast.walk(method) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "self"}
