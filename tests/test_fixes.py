@@ -174,3 +174,42 @@ def test_two_fixes_that_set_one_field_differently_keep_the_higher_ranked():
     assert kept == [first]
     (note,) = notes
     assert note.startswith("b (B): its fix --mem-fraction-static 0.8 sets mem_fraction_static otherwise than the fix of a")
+
+
+# --------------------------------------------------------------------------- 3. shared settings
+
+
+def test_a_setting_both_arms_share_is_never_ranked_as_the_cause_of_their_difference(tmp_path):
+    from kit.doctor import diagnose, from_files
+
+    files = {"log": str(FIXES / "no-buffer-overlap-off-0.5.11.log"),
+             "command": str(FIXES / "no-buffer-overlap-off-0.5.11.cmd"), "model_config": str(QWEN), "sglang": "0.5.11"}
+    alone = diagnose(from_files(**files))
+    assert {"overlap-scheduler-off", "mamba-no-buffer"} <= {f.id for f in alone.findings}
+    # the baseline: the same launch on one GPU (written for the test from the .cmd, --tp-size 2 -> 1)
+    base = tmp_path / "baseline.cmd"
+    base.write_text((FIXES / "no-buffer-overlap-off-0.5.11.cmd").read_text().replace("--tp-size 2", "--tp-size 1"))
+    d = diagnose(from_files(**files, baseline=str(base)))
+    ids = [f.id for f in d.findings]
+    assert "overlap-scheduler-off" not in ids and "mamba-no-buffer" not in ids
+    notes = {n.split(" ", 1)[0]: n for n in d.set_aside}
+    assert "both have disable_overlap_schedule = True" in notes["overlap-scheduler-off"]
+    assert "both have mamba_scheduler_strategy = 'no_buffer'" in notes["mamba-no-buffer"]
+    assert all("not a cause of the difference from the baseline" in n for n in notes.values())
+    differs = next(f for f in d.findings if f.id == "differs-from-baseline")
+    assert differs.evidence == ["tp_size: baseline 1 (asked) -> here 2 (asked)"]
+    # a field the baseline's command does not tell (it is not resolved: only what it asked) keeps its finding
+    assert "prefill-cuda-graph-off" in ids
+    # no ranked finding speaks only of fields both sides share
+    for f in d.findings:
+        assert not any(f.id == n for n in notes)
+
+
+def test_the_same_launch_as_baseline_leaves_no_flag_as_a_cause():
+    from kit.doctor import diagnose, from_files
+
+    log = str(FIXES / "no-buffer-overlap-off-0.5.11.log")
+    d = diagnose(from_files(log=log, command=str(FIXES / "no-buffer-overlap-off-0.5.11.cmd"), model_config=str(QWEN),
+                            sglang="0.5.11", baseline=log))
+    assert not [f.id for f in d.findings if f.changes], [f.id for f in d.findings]
+    assert len(d.set_aside) >= 4

@@ -52,10 +52,13 @@ def reconcile(findings: list[Finding], case: Case) -> tuple[list[Finding], list[
         if a not in kept:
             continue
         for field, change, target in _changed_fields(case, a):
-            forced = _forced(case, a, field, target)
-            if forced is None:
+            found = _forced(case, a, field, target)
+            if not found:
                 continue
-            winner = next((b for b in kept if b is not a and _undoes(case, b, a, forced)), None)
+            # the write another finding's fix undoes, if any (of several undecided ones, that one is named)
+            pairs = [(forced, next((b for b in kept if b is not a and _undoes(case, b, a, forced)), None))
+                     for forced in found]
+            forced, winner = next((p for p in pairs if p[1] is not None), pairs[0])
             why = (f"{forced.condition} forces {field} = {forced.value_text} ({forced.where}, "
                    f"{forced.how})")
             if not forced.decided:
@@ -75,6 +78,7 @@ def reconcile(findings: list[Finding], case: Case) -> tuple[list[Finding], list[
                              "the launch with every fix")
             break
     notes += _conflicts(case, kept)
+    notes += _shared_with_baseline(case, kept)
     return kept, notes
 
 
@@ -109,12 +113,13 @@ def _setting(case: Case, *findings: Finding) -> dict:
 # --------------------------------------------------------------------------- moot
 
 
-def _forced(case: Case, a: Finding, field: str, target) -> _Forced | None:
-    """A write of ``field`` in the resolution that runs for the launch with ``a``'s change applied and
-    writes another value than ``target``, whatever the flag says (it does not read ``field``)."""
+def _forced(case: Case, a: Finding, field: str, target) -> list[_Forced]:
+    """Writes of ``field`` in the resolution that run for the launch with ``a``'s change applied and
+    write another value than ``target``, whatever the flag says (they do not read ``field``): the one
+    that does (decided), or those that may (undecided), or none."""
     exp = case.explain(field)
     if exp is None or case.ev.tree is None:
-        return None
+        return []
     from kit.provenance.startup import write_status
 
     values = {**case.ev.args, **_setting(case, a)}
@@ -128,22 +133,22 @@ def _forced(case: Case, a: Finding, field: str, target) -> _Forced | None:
         where = site.where.removeprefix("sglang/")
         status, reason = write_status(case.ev.tree, where, values, case.ev.model_config)
         if status == "fired":
-            return _Forced(field, site.value_text, where, _condition(site), "read statically", True)
+            return [_Forced(field, site.value_text, where, _condition(site), "read statically", True)]
         if status == "unknown":
             undecided.append((site, where, value, reason))
     if not undecided:
-        return None
+        return []
     ran = _dry_run(case, a, field)
     if ran is not None:  # sglang's own resolution decides: the write that set the value, if one of these
         final, line = ran
         for site, where, value, _ in undecided:
             if value == final and line is not None and where.endswith(f":{line}"):
-                return _Forced(field, site.value_text, where, _condition(site),
-                               f"sglang {case.ev.version}'s own resolution of the launch with this change "
-                               f"writes {final!r} there (dry-run)", True)
-        return None
-    site, where, _, reason = undecided[0]
-    return _Forced(field, site.value_text, where, _condition(site), f"undecided: {reason[:200]}", False)
+                return [_Forced(field, site.value_text, where, _condition(site),
+                                f"sglang {case.ev.version}'s own resolution of the launch with this change "
+                                f"writes {final!r} there (dry-run)", True)]
+        return []
+    return [_Forced(field, site.value_text, where, _condition(site), f"undecided: {reason[:200]}", False)
+            for site, where, _, reason in undecided]
 
 
 def _condition(site) -> str:
@@ -252,3 +257,58 @@ def _conflicts(case: Case, kept: list[Finding]) -> list[str]:
         for field, _, value in _changed_fields(case, f):
             owner.setdefault(field, (f, value))
     return notes
+
+
+# --------------------------------------------------------------------------- the baseline
+
+
+def _shared_with_baseline(case: Case, kept: list[Finding]) -> list[str]:
+    """With a baseline, a finding whose every field has the same value on both sides is a cost of both,
+    never the cause of the difference between them: it leaves the ranked findings, with why. A field
+    the baseline does not tell (a command read without sglang's resolution tells only what it asked)
+    keeps the finding."""
+    base = case.ev.baseline
+    if base is None:
+        return []
+    from kit.server_args.values import same_value
+
+    from .rulebase import RULES
+
+    unresolved = base.kind == "command" and "not resolved" in (base.method or "")
+    notes = []
+    for f in list(kept):
+        rule = next((r for r in RULES if r.id == f.id), None)
+        if rule is None or rule.after == "findings":
+            continue
+        try:
+            fields = set(rule.covers(case)) | {field for field, _, _ in _changed_fields(case, f)}
+        except KitError:
+            continue
+        fields = {x for x in fields if x and case.has(x)}
+        if not fields:
+            continue
+        shared = []
+        for name in sorted(fields):
+            top = name.split(".")[0]
+            if base.lacks(name) or (unresolved and not (base.explicit and top in base.explicit
+                                                        and case.asked(top))):
+                break
+            theirs, mine = _dotted(base.resolved, name), case.value(name)
+            if theirs is _NO or not same_value(theirs, mine):
+                break
+            shared.append(f"{name} = {mine!r}")
+        else:
+            kept.remove(f)
+            notes.append(f"{f.id} ({f.title}): not a cause of the difference from the baseline ({base.label}): both "
+                         f"have {', '.join(shared)}; a cost of both launches, if any")
+    return notes
+
+
+def _dotted(values, name: str):
+    node = values
+    for part in name.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return _NO
+    return node
