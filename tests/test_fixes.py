@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from kit.witness import source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,3 +215,44 @@ def test_the_same_launch_as_baseline_leaves_no_flag_as_a_cause():
                             sglang="0.5.11", baseline=log))
     assert not [f.id for f in d.findings if f.changes], [f.id for f in d.findings]
     assert len(d.set_aside) >= 4
+
+
+# --------------------------------------------------------------------------- 4. no finding on a value not read
+
+_NONE = re.compile(r"\b[a-z_][a-z0-9_.]* = None\b|\bNone,")
+
+
+def _finding_texts(d):
+    for f in d.findings:
+        for text in [f.title, *f.evidence, *f.fix, *f.avoid, f.estimate.reason]:
+            yield f.id, text
+
+
+def _corpus():
+    from kit import practice
+
+    return practice.cases()
+
+
+@pytest.mark.parametrize("incident", _corpus(), ids=lambda c: c.name)
+def test_no_finding_of_the_corpus_prints_none_for_a_field_value(incident):
+    from kit import practice
+
+    d = practice.run_doctor(incident)
+    bad = [(rid, text) for rid, text in _finding_texts(d) if _NONE.search(text)]
+    assert not bad, bad
+
+
+def test_a_value_computed_at_startup_and_not_read_is_said_to_be_unknown():
+    # the launch command alone (no server_args line): mem_fraction_static is None until sglang computes it
+    # at startup, so the VLM rule says it was not read instead of "mem_fraction_static = None, lowered..."
+    from kit.doctor import diagnose, from_files
+
+    d = diagnose(from_files(command=str(FIXES / "no-buffer-overlap-off-0.5.11.cmd"), model_config=str(QWEN),
+                            sglang="0.5.11"))
+    bad = [(rid, text) for rid, text in _finding_texts(d) if _NONE.search(text)]
+    assert not bad, bad
+    mem = next(f for f in d.findings if f.id == "mem-fraction-lowered-for-vlm")
+    assert mem.evidence[0].startswith("mem_fraction_static: its value was not read (")
+    assert "server_args log line or /server_info" in mem.evidence[0]
+    assert mem.changes == [] and "the value it runs with was not read" in mem.fix[0]
