@@ -256,3 +256,92 @@ def test_a_value_computed_at_startup_and_not_read_is_said_to_be_unknown():
     assert mem.evidence[0].startswith("mem_fraction_static: its value was not read (")
     assert "server_args log line or /server_info" in mem.evidence[0]
     assert mem.changes == [] and "the value it runs with was not read" in mem.fix[0]
+
+
+# --------------------------------------------------------------------------- 5. hints name options sgl-kit has
+
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# "give --sglang VERSION", "then --bench FILE", "pass --model-config FILE": an option of the command the text
+# is printed by (the doctor's texts: sgl-kit doctor)
+_GIVE = re.compile(r"\b(?:give|then|pass)\s+(?:[\w'/]+\s+){0,8}?(--[a-z][a-z0-9-]*)")
+_END = re.compile(r"`|\)|,|;|\n| -- |\s#")
+
+
+def _strings(path: Path):
+    """The string literals of a module that it prints (docstrings are for its readers, not its users)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if id(node) in docs:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            yield node.lineno, "".join(v.value if isinstance(v, ast.Constant) else "X" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+
+
+def _parser_for(parser, words: list[str]):
+    """The sub-parser of ``sgl-kit WORD [WORD...]`` (``bench compare``, ``dryrun setup``), or None."""
+    import argparse
+
+    current, named = parser, False
+    for word in words:
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            break
+        current, named = subs[0].choices[word], True
+    return current if named else None
+
+
+def _options(parser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings}
+
+
+def _hints():
+    """(where, command words, option) for every option a doctor or CLI text tells the user to give sgl-kit."""
+    for path in sorted((ROOT / "kit" / "doctor").glob("*.py")) + sorted((ROOT / "kit" / "cli").glob("*.py")):
+        for line, text in _strings(path):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            for m in re.finditer(r"sgl-kit\s+", text):
+                span = _END.split(text[m.end():], maxsplit=1)[0]
+                words = [w for w in span.split() if not w.startswith(("-", "["))]
+                for option in _OPTION.findall(span):
+                    yield where, words, option
+            if path.parent.name == "doctor" or path.name == "doctor.py":
+                for m in _GIVE.finditer(text):
+                    yield where, ["doctor"], m.group(1)
+                    if path.parent.name == "cli":
+                        yield where, ["gates"], m.group(1)
+
+
+def test_every_option_a_hint_tells_the_user_to_give_sgl_kit_exists_in_that_command():
+    from kit.cli import build_parser
+
+    parser = build_parser()
+    hints = list(_hints())
+    assert len(hints) > 50  # the scan reads the texts (usage lines, examples, hints)
+    bad = []
+    for where, words, option in hints:
+        sub = _parser_for(parser, words)
+        if sub is None:  # `sgl-kit X lab`: the command is a variable; its usage lines are checked where written
+            continue
+        if option not in _options(sub) | _options(parser):
+            bad.append(f"{where}: sgl-kit {' '.join(words[:2])} has no {option}")
+    assert not bad, bad
+
+
+def test_the_doctors_hints_do_not_name_tp_size_an_option_it_does_not_have():
+    from kit.cli import build_parser
+
+    # the text reviewers saw is read as a hint to the doctor
+    assert _GIVE.search("so the aggregate bandwidth is not either: give the log's whole server_args line or "
+                        "--tp-size").group(1) == "--tp-size"
+    doctor = _parser_for(build_parser(), ["doctor"])
+    assert "--tp-size" not in _options(doctor) and "--tp" not in _options(doctor)
+    told = [(where, option) for where, words, option in _hints() if words == ["doctor"]]
+    assert ("kit/doctor/fixcheck.py" in " ".join(w for w, _ in told))  # "(give --sglang VERSION)" is read
+    assert not [t for t in told if t[1] in ("--tp-size", "--tp")]
