@@ -819,10 +819,13 @@ TYPES = {
 
 
 def isinstance_check(value, types: ast.AST, node: ast.AST):
-    """isinstance against builtin types; a config is a PretrainedConfig, never a dict."""
+    """isinstance against builtin types; a config is a PretrainedConfig, never a dict; a server argument
+    the log prints as a dict (``mm_process_config: {}``) is a dict."""
     if isinstance(value, Unknown):
         return value
     names = [n.id if isinstance(n, ast.Name) else dotted(n) for n in getattr(types, "elts", [types])]
+    if isinstance(value, Cfg) and value.label.startswith("server_args."):
+        return any(n in ("dict", "Mapping") for n in names)
     if isinstance(value, Cfg):
         return any(n.endswith("Config") for n in names)
     if isinstance(value, (Args, ModelCfg, External, FuncRef, ClassRef, ModuleRef)):

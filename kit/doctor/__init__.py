@@ -23,6 +23,7 @@ from . import rules, rules_capacity, rules_hw, rules_known, rules_metrics, rules
 from .case import Case
 from .evidence import Evidence, from_files, from_server, launch_word
 from .facts import FACTS, UndeclaredFact, missing, strict
+from .reconcile import reconcile
 from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import GAPS, RULES, Rule, in_group, ordered, version_in
@@ -151,10 +152,12 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
     _within_the_room(case, findings)
     priority = {r.id: r.priority for r in chosen}
     findings.sort(key=lambda f: (f.estimate.rank, -priority.get(f.id, 0), f.id))
+    findings, set_aside = reconcile(findings, case)
     diagnosis = Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
                           skipped, checked, dict(evidence.sources), evidence.command,
                           _open_questions(case, findings) + case.questions,
                           unanswered=_unanswered(case, ran, lacking))
+    diagnosis.set_aside = set_aside
     from .fixcheck import check_fixed_launch
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)

@@ -1,11 +1,14 @@
 """Whether "the launch with every fix" would start: that version's own flag parser (its flag table,
-read flag by flag) and the startup refusals read from its source (the ``raise`` statements of
-``ServerArgs`` checks, through kit.provenance.refusals). Without the source the launch is marked
+read flag by flag) and the startup checks read from its source (every ``raise`` and ``assert`` of
+``ServerArgs``' resolution, ``check_server_args`` and the ``arg_groups`` hooks, through
+kit.provenance.startup_checks), each evaluated for the fixed launch; a check the evaluator cannot
+decide is counted as unchecked, never as passed. Without the source the launch is marked
 unchecked. A launch sglang refuses (or may refuse, on a guard the source alone cannot decide) is
 not offered as the fix."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kit.errors import KitError
@@ -17,9 +20,10 @@ __all__ = ["FixCheck", "check_fixed_launch"]
 class FixCheck:
     status: str  # "checked", "refused", "may be refused", "unchecked"
     detail: str
+    checks: dict | None = None  # the startup checks read: counts, refusals and each unchecked one's needs
 
     def to_dict(self) -> dict:
-        return {"status": self.status, "detail": self.detail}
+        return {"status": self.status, "detail": self.detail, **({"checks": self.checks} if self.checks else {})}
 
 
 def _setting(case, findings) -> dict:
@@ -46,7 +50,7 @@ def check_fixed_launch(case, findings, fixed_command: str | None) -> FixCheck | 
     if tree is None or case.flags is None:
         return FixCheck("unchecked", "no sglang source for this version: its parser and startup checks were not "
                                      "read (give --sglang VERSION)")
-    from kit.provenance import refusals
+    from kit.provenance import startup_checks
     from kit.server_args import read_launch_text
 
     found = read_launch_text(fixed_command, case.flags, where="the launch with every fix")
@@ -64,23 +68,49 @@ def check_fixed_launch(case, findings, fixed_command: str | None) -> FixCheck | 
         return ran
     launch = found.primary
     together = {**(launch.explicit if launch is not None else {}), **setting}  # a refusal of a combination names both
+    values = {**(case.ev.args or {}), **together}
     try:
-        hit = refusals(tree, case.ev.args, together, case.ev.model_config)
+        report = startup_checks(tree, values, case.ev.model_config, ran=_ran(case))
     except KitError as err:
         return FixCheck("unchecked", f"the startup checks were not read: {err.message}")
-    fired = [r for r in hit if r.status == "fired"]
-    if fired:
-        return FixCheck("refused", f"sglang {version} refuses it at startup: " + "; ".join(map(str, fired[:3])))
-    # an undecided guard counts when it speaks of what the fixes change (``enable_mamba_extra_buffer()``
+    read = f"{len(report.files)} file(s) of sglang {version}: " + ", ".join(
+        f.removeprefix("sglang/") for f in report.files[:4]) + (", ..." if len(report.files) > 4 else "")
+    if report.refused:
+        return FixCheck("refused", f"sglang {version} refuses it at startup: refused by "
+                        + "; ".join(f"{c.where} (`{c.condition}` -> {c.message})" for c in report.refused[:3]),
+                        _checks_dict(report))
+    # an undecided check counts when it speaks of what the fixes change (``enable_mamba_extra_buffer()``
     # reads mamba_scheduler_strategy): the launch's own flags passed sglang's checks when it ran
-    words = {w for name in setting for w in name.split("_") if len(w) > 4}
-    unknown = [r for r in hit if r.status == "unknown" and any(w in r.condition for w in words)]
-    if unknown:
-        return FixCheck("may be refused", f"sglang {version} may refuse it at startup (a guard the source "
-                        "alone cannot decide): " + "; ".join(map(str, unknown[:3])))
-    return FixCheck("checked", f"passes sglang {version}'s flag parser and the startup checks of "
-                    f"srt/server_args.py that read the changed fields ({', '.join(sorted(setting)) or 'none'}), "
-                    "read statically (no dry-run: " + _why_no_dry_run(case, version) + ")")
+    # (a field's name, or a long word of it: a method such as ``enable_mamba_extra_buffer()`` reads it)
+    words = [re.compile(rf"\b{re.escape(name)}\b") for name in setting]
+    words += [re.compile(re.escape(w)) for name in setting for w in name.split("_") if len(w) > 4]
+    touching = [c for c in report.unchecked if any(w.search(c.condition) for w in words)]
+    if touching:
+        return FixCheck("may be refused", f"sglang {version} may refuse it at startup: of "
+                        f"{len(report.checks)} checks read, {len(report.unchecked)} are unchecked, these on the changed "
+                        "fields: "
+                        + "; ".join(map(str, touching[:3])), _checks_dict(report))
+    shown = "; ".join(map(str, report.unchecked[:3])) + ("; ..." if len(report.unchecked) > 3 else "")
+    return FixCheck("checked", f"passes sglang {version}'s flag parser; startup checks: {report.summary()}, "
+                    f"every raise and assert of the resolution read from {read}"
+                    + (f" ({shown})" if shown else "")
+                    + "; read statically (no dry-run: " + _why_no_dry_run(case, version) + ")", _checks_dict(report))
+
+
+def _ran(case) -> dict | None:
+    """The values of the launch as it ran, when the evidence shows it started (its server_args line,
+    /server_info, a live server): it passed every startup check, so a check that refuses it too is one
+    whose guard is outside what the reader sees."""
+    where = case.ev.sources.get("args", "")
+    if case.ev.args and ("server_args line" in where or "/server_info" in where):
+        return dict(case.ev.args)
+    return None
+
+
+def _checks_dict(report) -> dict:
+    return {"files": list(report.files), "checked": len(report.passed), "unchecked": len(report.unchecked),
+            "refused": [{"where": c.where, "condition": c.condition, "message": c.message} for c in report.refused],
+            "unchecked_checks": [{"where": c.where, "needs": c.needs} for c in report.unchecked]}
 
 
 def _why_no_dry_run(case, version) -> str:

@@ -183,6 +183,7 @@ class Diagnosis:
     open_questions: list[str] = field(default_factory=list)  # what else to check, and what would decide it
     unanswered: list[str] = field(default_factory=list)  # questions no rule could ask: the evidence was missing
     fix_check: Any = None  # kit.doctor.fixcheck.FixCheck: whether the launch with every fix would start
+    set_aside: list[str] = field(default_factory=list)  # findings made moot by another (kit.doctor.reconcile), why
 
     def __post_init__(self) -> None:
         self.findings.sort(key=lambda f: f.estimate.rank)
@@ -238,6 +239,7 @@ class Diagnosis:
             "open_questions": list(self.open_questions),
             "unanswered": list(self.unanswered),
             "fixed_command_check": self.fix_check.to_dict() if self.fix_check is not None else None,
+            "set_aside": list(self.set_aside),
             "ordering": self.ordering,
         }
 
@@ -281,6 +283,9 @@ class Diagnosis:
             for change, why in f.checks:
                 out.append(_wrap(f"check: {change} is predicted to change nothing here ({why}); measure it to "
                                  "confirm, as notebook 04 does", width, "   ", "     "))
+        if self.set_aside:
+            out += ["", "set aside (moot given another finding; not ranked):"]
+            out += [_wrap(f"- {n}", width, "  ", "    ") for n in self.set_aside]
         if not self.findings and not self.unanswered:
             out.append("\nno rule found throughput left on the table.")
         elif not self.findings:

@@ -430,7 +430,7 @@ def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int | None
     ``note`` says why. Raises KitError for a tp, accept length or context that makes no sense.
     """
     if tp is not None and (not isinstance(tp, int) or tp < 1):
-        raise KitError(f"tp must be a positive integer, not {tp!r}", hint="pass the server's --tp-size")
+        raise KitError(f"tp must be a positive integer, not {tp!r}", hint="tp is the server's tensor-parallel size (its launch command's --tp-size)")
     spec_unknown = speculative_steps is None  # the evidence does not tell whether it runs
     steps = int(speculative_steps or 0)
     if steps < 0:
@@ -467,7 +467,8 @@ def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int | None
                      "speculative_algorithm), so neither are the tokens per step: give the whole server_args line")
     if tp is None:  # never 1 by default: a cut-off log or `--tp ${TP}` leaves it unknown
         notes.append("the tensor parallel size is not known (the evidence does not tell tp_size), so the "
-                     "aggregate bandwidth is not either: give the log's whole server_args line or --tp-size")
+                     "aggregate bandwidth is not either: give the log's whole server_args line (--log FILE) or "
+                     "the launch command that sets its tensor-parallel size (--command FILE)")
     bandwidth = tp * profile.bandwidth_gbs if profile and tp else None
     kv_read = size.kv_bytes_per_token * context_tokens if size else 0.0
     per_step = size.weight_bytes_per_step + kv_read + size.state_bytes_per_step if size else None

@@ -626,12 +626,24 @@ def _vlm_site(case: Case, name: str) -> list:
             or "vlm" in (s.rule + s.function).lower()]
 
 
+def _not_read(case: Case, name: str) -> str:
+    """Why the evidence has no value for a field sglang computes at startup."""
+    return case.unknown(name) or ("the evidence has the launch command, not the server's resolved arguments; sglang "
+                                  "computes it at startup" if case.value(name) is None else "")
+
+
 def _mem_vlm(case: Case) -> list[str] | None:
     sites = _vlm_site(case, "mem_fraction_static")
     if not sites or case.asked("mem_fraction_static"):
         return None
-    out = [f"mem_fraction_static = {case.value('mem_fraction_static')}, lowered for a vision-language model at "
-           f"{_where(sites[:1])[0]} ({sites[0].function})"]
+    value = case.value("mem_fraction_static")
+    if value is None or case.unknown("mem_fraction_static"):  # never a finding built on a value not read
+        out = [f"mem_fraction_static: its value was not read ({_not_read(case, 'mem_fraction_static')}); sglang "
+               f"lowers it for a vision-language model at {_where(sites[:1])[0]} ({sites[0].function}), after the "
+               "launch command: the server's server_args log line or /server_info tells the value it runs with"]
+    else:
+        out = [f"mem_fraction_static = {value}, lowered for a vision-language model at "
+               f"{_where(sites[:1])[0]} ({sites[0].function})"]
     factor, how = _vlm_factor(case)
     if factor is not None:
         out.append(f"sglang's own factor is {factor:.4f}: {how}")
@@ -809,6 +821,8 @@ def _mem_vlm_fix(case: Case) -> Fix:
     only = "only for text-only use: the vision encoder needs that memory for images"
     avoid = ["pushing it above ~0.9: CUDA graph capture then runs out of memory"]
     if factor is None or not value:
-        return [], [f"{only}; the value before sglang's adjustment is not computed: {how}"], avoid
+        why = how if factor is None else (f"the value it runs with was not read "
+                                          f"({_not_read(case, 'mem_fraction_static')})")
+        return [], [f"{only}; the value before sglang's adjustment is not computed: {why}"], avoid
     before = round(float(value) / factor, 3)
     return [Change(option, before)], [f"{only}; {before} is {value} / {factor:.4f}, sglang's own factor (above)"], avoid

@@ -24,6 +24,8 @@ first (kit.server_args.lineage): `why disable_piecewise_cuda_graph` on 0.5.18 ex
 - ``result.py``: Guard, AssignmentSite, FlagExplanation; ``render.py``: text and HTML;
 - ``choices.py``: which ``return`` of a function fires (sglang's automatic choices);
 - ``fixes.py``: the flag that skips a rule (``escapes``), and startup checks that refuse a launch (``refusals``);
+- ``startup.py``: every startup check of a release (raise/assert of the resolution and its hooks), evaluated
+  for one launch (``startup_checks``): refuses, passes or unchecked with what it needs;
 - ``compute.py``: what a function computes for numbers the evidence holds, by its own arithmetic (``compute``);
 - ``reach.py``: whether a line runs for a launch, with the calls from other modules that reach it (``Reacher``).
 """
@@ -34,6 +36,8 @@ from .explain import CUDA_PROBES, explain, explain_server, normalize_flag
 from .fixes import Escape, Refusal, escapes, refusals
 from .reach import Reach, Reacher
 from .result import AssignmentSite, FlagExplanation, Guard
+from .startup import StartupCheck, StartupReport, check_functions
+from .startup import evaluate as startup_checks
 
 __all__ = ["CUDA_PROBES", "SERVER_ARGS", "AssignmentSite", "Choice", "Computed", "compute", "Escape", "FlagExplanation", "Guard", "Reach", "Reacher", "Refusal", "choice", "escapes", "explain", "explain_server",
-           "normalize_flag", "refusals"]
+           "normalize_flag", "refusals", "StartupCheck", "StartupReport", "check_functions", "startup_checks"]

@@ -10,17 +10,11 @@ raise ValueError(...)``) is a fix that fails at startup.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 
-from kit._pysource import Evaluator
 from kit.errors import KitError
-from kit.model_config import load_model_config
-from kit.server_args import cli_defaults, flag_table
-
-from .guards import explain_write
-from .sites import Write, index_for
+from kit.server_args import flag_table
 
 __all__ = ["Escape", "Refusal", "escapes", "refusals"]
 
@@ -73,56 +67,24 @@ def escapes(tree, explanation, *, sites=None) -> list[Escape]:
     return list(found.values())
 
 
-def refusals(tree, snapshot, setting: dict, model_config=None, path: str = "srt/server_args.py") -> list[Refusal]:
-    """The ``raise`` statements of ``path`` that a launch with ``setting`` (field -> value) would hit.
+def refusals(tree, snapshot, setting: dict, model_config=None, path: str | None = None) -> list[Refusal]:
+    """The startup checks (kit.provenance.startup: every ``raise`` and ``assert`` of ServerArgs'
+    resolution, ``check_server_args`` and the ``arg_groups`` hooks that run) that mention a field of
+    ``setting`` (field -> value) and that a launch with it would hit (status ``fired``) or that cannot be
+    decided (``unknown``); their guards are evaluated against the snapshot with the setting applied.
+    ``path`` keeps only the checks of that file."""
+    from .startup import evaluate
 
-    Only checks that mention one of the set fields count; their guards are evaluated
-    against the snapshot with the setting applied. Status ``unknown`` means the guard
-    depends on something the source alone cannot tell (hardware, files).
-    """
-    index = index_for(tree)
-    module = index.modules.get(path)
-    if module is None:
-        return []
     values = dict(getattr(snapshot, "fields", snapshot) or {})
     values.update(setting)
-    ev = Evaluator(index.modules, values, load_model_config(model_config), defaults=cli_defaults(tree))
-    parents = index.parents(module)
-    names = set(setting)
+    report = evaluate(tree, values, model_config)
+    words = [re.compile(rf"\b{re.escape(name)}\b") for name in setting]
     out = []
-    for node in ast.walk(module.tree):
-        if not isinstance(node, ast.Raise) or node.exc is None:
+    for check in report.checks:
+        if check.status == "passes" or (path is not None and not check.where.startswith(path + ":")):
             continue
-        tests = _tests_above(node, parents)
-        if not any(_mentions(t, names) for t in tests):
+        if not any(w.search(check.condition) for w in words):
             continue
-        (site,) = explain_write(module, Write(node, "raise", "", node.exc, node.lineno), parents, ev)
-        if site.status in ("fired", "unknown"):
-            condition = " and ".join(g.condition for g in site.guards if g.kind in ("if", "else"))
-            out.append(Refusal(f"{path}:{node.lineno}", condition, _message(node), site.status))
+        status = "fired" if check.status == "refuses" else "unknown"
+        out.append(Refusal(check.where, check.condition, check.message, status))
     return out
-
-
-def _tests_above(node: ast.AST, parents: dict) -> list[ast.expr]:
-    tests = []
-    while id(node) in parents:
-        node = parents[id(node)]
-        if isinstance(node, ast.If):
-            tests.append(node.test)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            break
-    return tests
-
-
-def _mentions(test: ast.expr, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr in names for n in ast.walk(test))
-
-
-def _message(node: ast.Raise) -> str:
-    exc = node.exc
-    if isinstance(exc, ast.Call) and exc.args:
-        first = exc.args[0]
-        if isinstance(first, ast.Constant) and isinstance(first.value, str):
-            return first.value
-        return ast.unparse(first)
-    return ast.unparse(exc)
