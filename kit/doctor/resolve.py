@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -74,6 +75,7 @@ class Resolution:
     disagree: list[str] = field(default_factory=list)  # the resolution against the values read
     notes: list[str] = field(default_factory=list)
     passes: int = 0
+    walked: list[str] = field(default_factory=list)  # static: the fields whose writes were followed (the rest kept)
 
     @property
     def decided(self) -> list[Change]:
@@ -212,7 +214,8 @@ def _stored_static(ev) -> Resolution:
     if isinstance(stored, dict) and isinstance(stored.get("changes"), list):
         try:
             res = Resolution(stored.get("version"), "static", [Change(**c) for c in stored["changes"]],
-                             notes=list(stored.get("notes") or []), passes=int(stored.get("passes") or 0))
+                             notes=list(stored.get("notes") or []), passes=int(stored.get("passes") or 0),
+                             walked=list(stored.get("walked") or []))
             res.values = {**(ev.args or {}), **{c.field: c.resolved for c in res.decided}}
             return res
         except TypeError:
@@ -220,7 +223,8 @@ def _stored_static(ev) -> Resolution:
     res = static_resolution(ev)
     if index is not None:
         index.put("doctor.resolve", key, {"version": res.version, "changes": [c.to_dict() for c in res.changes],
-                                          "notes": res.notes, "passes": res.passes})
+                                          "notes": res.notes, "passes": res.passes,
+                                          "walked": res.walked})
     return res
 
 
@@ -248,7 +252,7 @@ def static_resolution(ev) -> Resolution:
     state = {**launch, **({k: v for k, v in ev.args.items()} if _read_from_server(ev) else {})}
     for name in list(ev.unknown) + list(ev.asked_unknown):
         state.pop(name, None)
-    writes = _resolution_writes(cache, declared)
+    writes = _wanted(_resolution_writes(cache, declared), tree)
     probes, calls = _hardware_answers(ev)
     environ = Environment(dict(ev.environ), where="the launch's environment") if ev.environ else None
     res = Resolution(ev.version or getattr(tree, "version", None), "static")
@@ -273,10 +277,71 @@ def static_resolution(ev) -> Resolution:
             break
         moved_names = moved
     res.changes = sorted((c for cs in final.values() for c in cs), key=lambda c: _site_key(c.site))
+    res.walked = sorted(writes)
     res.values = state
     if ev.model_config is None:
         res.notes.append("no config.json: guards that read the model (is_multimodal, its architecture) stay undecided")
     return res
+
+
+def _rule_fields() -> set[str]:
+    """The fields the doctor's rules read (``case.value("...")`` in kit/doctor), from their own text."""
+    here = Path(__file__).parent
+    found: set[str] = set()
+    for path in here.glob("*.py"):
+        found |= {m.split(".")[0] for m in re.findall(r"\.value\(\s*[\"']([a-z_][a-z0-9_.]*)[\"']", path.read_text())}
+    return found
+
+
+def _wanted(writes: dict[str, list], tree) -> dict[str, list]:
+    """The writes of the fields that matter here: the performance-relevant ones (kit/data/perf_fields.yaml),
+    those the rules read, and, transitively, the fields the functions holding their writes read (a guard
+    on another field is decided by that field's resolved value). The rest of ServerArgs is not walked:
+    it does not change what the doctor says, and walking it costs most of a cold resolution."""
+    from .rules_resolved import perf_fields
+
+    try:
+        wanted = set(perf_fields(tree)) | set(perf_fields())
+    except KitError:
+        wanted = set()
+    wanted = {w.split(".")[0] for w in wanted | _rule_fields()}
+    todo = [n for n in writes if n in wanted]
+    from kit.provenance.sites import index_for
+
+    parents = index_for(tree).parents
+    keep: set[str] = set()
+    names = set(writes)
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        for module, write in writes[name]:
+            text = _guards_text(module, write, parents(module))
+            todo += [n for n in re.findall(r"\b(?:self|server_args|args)\.(\w+)", text) if n in names and n not in keep]
+    return {n: w for n, w in writes.items() if n in keep}
+
+
+def _guards_text(module, write, parents) -> str:
+    """The write's statement and the tests of the ``if``/``while``/``elif`` around it, up to its function,
+    and the tests of the early returns before it in that function: what decides whether it runs and what it writes."""
+    stmt = write.stmt
+    out = [ast.unparse(stmt)]
+    node = stmt
+    while True:
+        parent = parents.get(id(node))
+        if parent is None or isinstance(parent, ast.Module):
+            break
+        if isinstance(parent, ast.If | ast.While):
+            out.append(ast.unparse(parent.test))
+        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+            for early in ast.walk(parent):
+                if isinstance(early, ast.If) and early.lineno < stmt.lineno and any(
+                        isinstance(b, ast.Return) for b in early.body):
+                    out.append(ast.unparse(early.test))
+            break
+        node = parent
+    return "\n".join(out)
 
 
 def _walk_field(name, found, ev, cache, start, explicit, launch_defaults, explain_write, has_unknown, unknown):

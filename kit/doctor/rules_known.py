@@ -103,6 +103,7 @@ def _rule_for(m: known_issues.Match) -> Rule:
 
 rule(Rule(
     "known-issue", "A known sglang performance issue matches this deployment", ">=0",
-    ("version", "args", "model_config", "hardware", "environ"),
+    ("version",), uses=("args", "command", "model_config", "hardware", "environ", "topology", "p2p", "source",
+                        "decode", "notices"),
     when=lambda case: None, impact=lambda case: not_estimated("one finding per matching entry"),
     fix=lambda case: ([], [], []), affects=("decode step",), after="findings", expand=_expand))
