@@ -50,7 +50,7 @@ def _chunk_fix(case: Case) -> Fix:
 rule(Rule("kv-pool-short", "The KV pool is short of the context length or the load", ALL_VERSIONS,
           ("args",), when=_lines("kv-pool"), impact=_impact("kv-pool"),
           fix=_kv_fix, sites=_sites("kv-pool"), affects=("queueing",), after="findings",
-          uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
+          uses=("bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 rule(Rule("prefill-chunks-hold-decode", "Prefill chunks hold the running requests' decode", ALL_VERSIONS,
           ("prefill",), when=_lines("chunked-prefill"), impact=_impact("chunked-prefill"),
           fix=_chunk_fix, sites=_sites("chunked-prefill"), affects=("prefill/extend",), after="findings",

@@ -1,5 +1,6 @@
 """The tables of docs/guide.md generated from the rules and the facts (tests/test_doctor_engine.py checks
-that the guide holds them as generated): ``python -m kit.doctor.ruletable`` prints them."""
+that the guide holds them as generated): ``python -m kit.doctor.ruletable`` prints them, and
+``python -m kit.doctor.ruletable --write [docs/guide.md]`` puts them in place."""
 
 from __future__ import annotations
 
@@ -23,9 +24,29 @@ def rule_table() -> str:
     return "\n".join(rows)
 
 
+def write(guide) -> bool:
+    """Replace the generated tables in ``guide`` (docs/guide.md) with the current ones; True when it changed."""
+    from pathlib import Path
+
+    path = Path(guide)
+    text = old = path.read_text()
+    for name, table in (("facts", fact_table()), ("rules", rule_table())):
+        begin = text.index(BEGIN[name])
+        end = text.index(END, begin)
+        text = text[:begin] + BEGIN[name] + "\n" + table + "\n" + text[end:]
+    path.write_text(text)
+    return text != old
+
+
 def main() -> None:
+    import sys
+
     import kit.doctor  # noqa: F401  (registers every rule)
 
+    if sys.argv[1:2] == ["--write"]:
+        guide = sys.argv[2] if len(sys.argv) > 2 else "docs/guide.md"
+        print(f"{guide}: {'updated' if write(guide) else 'already as generated'}")
+        return
     for name, table in (("facts", fact_table()), ("rules", rule_table())):
         print(BEGIN[name], table, END, "", sep="\n")
 
