@@ -54,4 +54,4 @@ rule(Rule("kv-pool-short", "The KV pool is short of the context length or the lo
 rule(Rule("prefill-chunks-hold-decode", "Prefill chunks hold the running requests' decode", ALL_VERSIONS,
           ("prefill",), when=_lines("chunked-prefill"), impact=_impact("chunked-prefill"),
           fix=_chunk_fix, sites=_sites("chunked-prefill"), affects=("prefill/extend",), after="findings",
-          uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
+          uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "source", "version")))
