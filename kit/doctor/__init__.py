@@ -94,7 +94,7 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
         problems.append("the sglang version is not known: every rule ran, version ranges unchecked "
                         "(give --sglang VERSION)")
     chosen = ordered(list(only or RULES))
-    ran, lacking = [], []
+    ran, lacking, context = [], [], []
     watch = strict()
     for r in chosen:
         if evidence.version is not None and not version_in(evidence.version, r.versions):
@@ -145,8 +145,9 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             lines, estimate, changes, advice, avoid, covers, checks, sites, dropped = found
             if one.gpu_only and case.no_gpu:
                 estimate, changes, advice, avoid = _does_not_apply(case, estimate)
-            findings.append(Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions,
-                                    one.affects, dropped, checks if not (one.gpu_only and case.no_gpu) else []))
+            (context if one.context else findings).append(
+                Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions, one.affects,
+                        dropped, checks if not (one.gpu_only and case.no_gpu) else []))
             case.covered |= _fields_of(case, changes) | set(covers)
             case.found.append(one.id)
     _within_the_room(case, findings)
@@ -158,6 +159,7 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
                           _open_questions(case, findings) + case.questions,
                           unanswered=_unanswered(case, ran, lacking))
     diagnosis.set_aside = set_aside
+    diagnosis.context = context
     from .fixcheck import check_fixed_launch
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)

@@ -380,8 +380,10 @@ def _release(entry: dict, case) -> Check:
     if not version:
         return Check("release", "unknown", "the sglang version is not known", NEEDS["release"])
     told = case.ev.sources.get("version", "")
-    reported = told.startswith(("the log", "/server_info"))
-    how = ("given" if told == "--sglang" else "as the server reported it" if reported
+    basis = getattr(case.ev, "version_basis", None)
+    reported = basis == "reported" or told.startswith(("the log", "/server_info"))
+    how = ("given" if basis == "given" or told == "--sglang" else "as the server reported it" if reported
+           else f"{basis}: {told}" if basis in ("stated", "inferred", "assumed") and told
            else f"assumed: {told}" if told else "assumed: its source is not recorded")
     spec = _spec(affected)
     try:

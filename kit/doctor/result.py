@@ -184,6 +184,7 @@ class Diagnosis:
     unanswered: list[str] = field(default_factory=list)  # questions no rule could ask: the evidence was missing
     fix_check: Any = None  # kit.doctor.fixcheck.FixCheck: whether the launch with every fix would start
     set_aside: list[str] = field(default_factory=list)  # findings made moot by another (kit.doctor.reconcile), why
+    context: list[Finding] = field(default_factory=list)  # what rules with context=True found: not causes, not ranked
 
     def __post_init__(self) -> None:
         self.findings.sort(key=lambda f: f.estimate.rank)
@@ -240,6 +241,7 @@ class Diagnosis:
             "unanswered": list(self.unanswered),
             "fixed_command_check": self.fix_check.to_dict() if self.fix_check is not None else None,
             "set_aside": list(self.set_aside),
+            "context": [f.to_dict() for f in self.context],
             "ordering": self.ordering,
         }
 
@@ -286,6 +288,11 @@ class Diagnosis:
         if self.set_aside:
             out += ["", "set aside (moot given another finding; not ranked):"]
             out += [_wrap(f"- {n}", width, "  ", "    ") for n in self.set_aside]
+        for f in self.context:
+            out += ["", f"{f.title} (context, not ranked as a cause) [{f.id}]:"]
+            out += [_wrap(f"- {line}", width, "  ", "    ") for line in f.evidence]
+            out += [_wrap(f"source: {', '.join(f.sites)}", width, "  ", "    ")] if f.sites else []
+            out += [_wrap(f"to keep what the launch asked: {line}", width, "  ", "    ") for line in f.fix]
         if not self.findings and not self.unanswered:
             out.append("\nno rule found throughput left on the table.")
         elif not self.findings:

@@ -73,6 +73,9 @@ class Rule:
     uses: tuple[str, ...] = ()  # facts read when present (kit.doctor.facts); ``reads`` are needed
     group: str = ""  # a named subset of the rules ("metrics"): in_group(name)
     priority: int = 0  # at equal impact, higher ranks first (then the id)
+    # context: what it finds describes the launch (what sglang changed on its own), not a cause: it is printed
+    # in its own section, never ranked among the findings
+    context: bool = False
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.affects if p not in PARTS]

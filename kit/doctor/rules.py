@@ -265,6 +265,8 @@ def _decode_off(case: Case) -> list[str] | None:
     name = _decode_field(case)
     if name is None or not _is_disabled(case.value(name)):
         return None
+    if case.value("disaggregation_mode") == "prefill":
+        return None  # a prefill server of a PD split runs no decode step: its decode graph is never used
     return [f"{name} = {case.value(name)!r}: {case.origin(name)}",
             "decode runs eagerly: every step launches each kernel from Python"]
 

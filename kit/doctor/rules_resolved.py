@@ -218,5 +218,5 @@ sglang_changed_rule = rule(Rule(
                                       "one report it on their own", "decode tok/s",
                                       "a benchmark of the launch with the setting kept as asked (sgl-kit bench)"),
     fix=_fix, sites=_sites, affects=("decode step", "scheduling", "prefill/extend"),
-    covers=lambda case: {i.perf.field for i in _open(case) if i.decided}, after="findings",
+    covers=lambda case: {i.perf.field for i in _open(case) if i.decided}, after="findings", context=True,
     uses=("version", "model_config", "hardware", "environ", "notices", "capacity", "decode")))
