@@ -263,6 +263,13 @@ class Diagnosis:
                      f"{len(self.checked)} rules", width, "", "  ")]
         if guessed:  # the version every version-dependent answer below rests on: said before anything else
             out.append(_wrap(told + "; give --sglang VERSION for the release the server runs", width, "", "  "))
+        model = self.sources.get("model_config", "")
+        if model.startswith("the kit's catalog"):  # a config.json not from this server: said as plainly
+            out.append(_wrap(f"model config.json from {model}, not from the server; --model-config FILE gives the "
+                             "server's own", width, "", "  "))
+        resolved = self.sources.get("resolution")
+        if resolved:
+            out.append(_wrap(resolved, width, "", "  "))
         if self.problems:  # first: what could not be read bounds everything below it
             out += ["", "could not read everything:"] + [_wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
         if self.ordering:
