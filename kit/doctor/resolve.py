@@ -298,12 +298,17 @@ def _wanted(writes: dict[str, list], tree) -> dict[str, list]:
     those the rules read, and, transitively, the fields the functions holding their writes read (a guard
     on another field is decided by that field's resolved value). The rest of ServerArgs is not walked:
     it does not change what the doctor says, and walking it costs most of a cold resolution."""
-    from .rules_resolved import perf_fields
+    from kit._data import DATA, load_yaml
+    from kit.server_args import lineage
 
-    try:
-        wanted = set(perf_fields(tree)) | set(perf_fields())
-    except KitError:
-        wanted = set()
+    wanted = set((load_yaml(DATA / "perf_fields.yaml") or {}).get("fields") or {})
+    for name in list(wanted):  # a field renamed in this release (kit/data/lineage.yaml) is wanted by its new name
+        try:
+            found = lineage(tree, name)
+        except KitError:
+            continue
+        if found is not None and getattr(found, "field", None):
+            wanted.add(str(found.field))
     wanted = {w.split(".")[0] for w in wanted | _rule_fields()}
     todo = [n for n in writes if n in wanted]
     from kit.provenance.sites import index_for
