@@ -236,6 +236,15 @@ def test_the_schema_check_refuses_what_it_should(tmp_path):
     assert any("inside affected" in p for p in ki.validate(inside, ENTRIES))
     no_check = {**good, "fixed_in": "0.4.9", "fixed_basis": "wheel"}
     assert any("fixed_check" in p for p in ki.validate(no_check, ENTRIES))
+    intro = {"release": "0.4.8", "file": "srt/x.py", "text": "a line", "absent_in": "0.4.7"}
+    assert ki.validate({**good, "introduced_basis": "wheel", "introduced_check": intro}, ENTRIES) == []
+    for wrong, part in ((dict(intro, release="0.4.7"), "introduced_check.release 0.4.7 has the line but is outside"),
+                        (dict(intro, absent_in="0.4.8"), "absent_in 0.4.8 lacks the line but is inside"),
+                        (dict(intro, text=""), "introduced_check needs"), (dict(intro, seen="x"), "key 'seen'")):
+        assert any(part in p for p in ki.validate({**good, "introduced_basis": "wheel", "introduced_check": wrong},
+                                                  ENTRIES)), part
+    assert any("introduced_basis must be 'wheel'" in p
+               for p in ki.validate({**good, "introduced_basis": "reporter", "introduced_check": intro}, ENTRIES))
     prose = {**good, "fix": {"workaround": ["tune with tuning_fused_moe_triton.py"], "workaround_checked": ["0.4.8"]}}
     assert any("not a flag" in p for p in ki.validate(prose, ENTRIES))
     flags = {**good, "fix": {"workaround": ["--attention-backend triton", "SGLANG_X=1 (env)"],

@@ -51,7 +51,10 @@ TRIGGER_KEYS = {
 }
 REQUIRED = ("id", "title", "area", "sources", "affected", "fixed_in", "fixed_basis", "trigger", "symptom", "fix",
             "confidence", "excerpt")
-OPTIONAL = ("fixed_check", "introduced_basis", "confirm", "notes", "note")
+OPTIONAL = ("fixed_check", "introduced_basis", "introduced_check", "confirm", "notes", "note")
+# introduced_check: the line of the slow code path in the first affected release's wheel; absent_in (the
+# release before, without it, a note in parentheses allowed), also_in and last_in (releases that still have it).
+INTRODUCED_CHECK_KEYS = ("release", "file", "text", "absent_in", "also_in", "last_in")
 _PR_OR_ISSUE = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(pull|issues)/\d+/?$")
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?((a|b|rc)\d+)?(\.post\d+)?$")
 EXCERPT_MAX_LINES = 60
@@ -217,6 +220,33 @@ def _check_fixed(entry: dict, affected: SpecifierSet | None) -> list[str]:
     intro = entry.get("introduced_basis")
     if intro is not None and not str(intro).startswith(INTRODUCED_BASES):
         p.append(f"introduced_basis {intro!r} is not one of {', '.join(INTRODUCED_BASES)}")
+    if "introduced_check" in entry:
+        p += _check_introduced(entry.get("introduced_check"), str(intro or ""), affected)
+    return p
+
+
+def _check_introduced(check: Any, intro: str, affected: SpecifierSet | None) -> list[str]:
+    """introduced_check: the releases it names must agree with ``affected`` (the line is in the affected
+    releases it names, and not in ``absent_in``)."""
+    if not isinstance(check, dict) or not all(check.get(k) for k in ("release", "file", "text")):
+        return ["introduced_check needs {release, file, text} (optional absent_in, also_in, last_in)"]
+    p = [f"introduced_check key {k!r} is not one of {', '.join(INTRODUCED_CHECK_KEYS)}"
+         for k in check if k not in INTRODUCED_CHECK_KEYS]
+    if not intro.startswith("wheel"):
+        p.append("introduced_check is a wheel check: introduced_basis must be 'wheel'")
+    having = [(k, str(check[k])) for k in ("release", "last_in") if k in check]
+    having += [("also_in", r.strip()) for r in str(check.get("also_in") or "").split(",") if r.strip()]
+    for key, rel in having:
+        if (version := release_or_none(rel)) is None:
+            p.append(f"introduced_check.{key} {rel!r} is not a release")
+        elif affected is not None and Version(version) not in affected:
+            p.append(f"introduced_check.{key} {rel} has the line but is outside affected {affected}")
+    if "absent_in" in check:
+        absent = release_or_none(str(check["absent_in"]).split(" (")[0])
+        if absent is None:
+            p.append(f"introduced_check.absent_in {check['absent_in']!r} is not a release (a note in parentheses)")
+        elif affected is not None and Version(absent) in affected:
+            p.append(f"introduced_check.absent_in {absent} lacks the line but is inside affected {affected}")
     return p
 
 
