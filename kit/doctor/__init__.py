@@ -148,7 +148,8 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             (context if one.context else findings).append(
                 Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions, one.affects,
                         dropped, checks if not (one.gpu_only and case.no_gpu) else []))
-            case.covered |= _fields_of(case, changes) | set(covers)
+            # a change it predicts to buy nothing here (its checks) is a field it speaks of as much as its fix
+            case.covered |= _fields_of(case, changes + [c for c, _ in checks or []]) | set(covers)
             case.found.append(one.id)
     _within_the_room(case, findings)
     priority = {r.id: r.priority for r in chosen}

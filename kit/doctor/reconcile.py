@@ -266,24 +266,28 @@ def _shared_with_baseline(case: Case, kept: list[Finding]) -> list[str]:
     """With a baseline, a finding whose every field has the same value on both sides is a cost of both,
     never the cause of the difference between them: it leaves the ranked findings, with why. A field
     the baseline does not tell (a command read without sglang's resolution tells only what it asked)
-    keeps the finding."""
+    keeps the finding. A known issue's fields are those of its trigger (one without any is kept)."""
     base = case.ev.baseline
     if base is None:
         return []
     from kit.server_args.values import same_value
 
     from .rulebase import RULES
+    from .rules_known import trigger_fields
 
     unresolved = base.kind == "command" and "not resolved" in (base.method or "")
     notes = []
     for f in list(kept):
         rule = next((r for r in RULES if r.id == f.id), None)
-        if rule is None or rule.after == "findings":
+        if f.id == "known-issue":
+            fields = trigger_fields(f)
+        elif rule is None or rule.after == "findings":
             continue
-        try:
-            fields = set(rule.covers(case)) | {field for field, _, _ in _changed_fields(case, f)}
-        except KitError:
-            continue
+        else:
+            try:
+                fields = set(rule.covers(case)) | {field for field, _, _ in _changed_fields(case, f)}
+            except KitError:
+                continue
         fields = {x for x in fields if x and case.has(x)}
         if not fields:
             continue

@@ -6,12 +6,14 @@ finding; an entry whose trigger fields a finding already speaks of is said next 
 
 from __future__ import annotations
 
+import re
+
 from . import known_issues
 from .case import Case
 from .result import Change
 from .rulebase import Fix, Impact, Rule, not_estimated, rule
 
-__all__ = ["known_matches"]
+__all__ = ["known_matches", "trigger_fields"]
 
 # The symptom's metric as the doctor's metric, and the part of serving it shows up in.
 _METRIC = {"ttft": ("time to first token", "prefill/extend"), "throughput": ("throughput under load", "queueing")}
@@ -25,6 +27,17 @@ def known_matches(case: Case) -> list[known_issues.Match]:
         if found.status != "no":
             out.append(found)
     return out
+
+
+def trigger_fields(finding) -> set[str]:
+    """The ServerArgs fields in the trigger of the entry a ``known-issue`` finding stands for (its title names
+    it, as :func:`_rule_for` writes it); empty for another finding or a trigger without fields."""
+    found = re.match(r"Known issue (ki-[a-z0-9.-]+): ", getattr(finding, "title", ""))
+    if getattr(finding, "id", None) != "known-issue" or found is None:
+        return set()
+    entry = next((e for e in known_issues.load() if e.get("id") == found.group(1)), None)
+    fields = ((entry or {}).get("trigger") or {}).get("fields") or {}
+    return set(fields) if isinstance(fields, dict) else set()
 
 
 def _expand(case: Case) -> list[Rule]:
