@@ -141,7 +141,7 @@ rule(Rule(
     ("p2p",),
     when=_p2p_missing, impact=_p2p_impact, fix=_p2p_fix,
     sites=lambda case: _p2p_check_site(case), affects=("all-reduce",), covers=lambda case: set(),
-    uses=("args", "environ", "hardware", "bench", "decode", "model_config", "source")))
+    uses=("args", "environ", "hardware", "bench", "decode", "model_config", "source", "topology")))
 
 
 def _custom_ar_off(case: Case) -> list[str] | None:

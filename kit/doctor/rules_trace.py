@@ -240,4 +240,4 @@ def _cpu_fix(case: Case) -> Fix:
 rule(Rule(
     "trace-cpu-bound", "The GPU waited on the CPU in most steps", _ALL,
     ("trace",), when=_cpu_when, impact=_cpu_impact, fix=_cpu_fix,
-    affects=("scheduling",), covers=lambda case: set()))
+    affects=("scheduling",), covers=lambda case: set(), uses=("args",)))
