@@ -85,6 +85,7 @@ class CapacityCheck:
 class CapacityReport:
     version: str | None
     checks: list[CapacityCheck]
+    basis: str | None = None  # how the version is known: given, reported, stated, inferred, assumed
 
     def check(self, id: str) -> CapacityCheck:
         return next(c for c in self.checks if c.id == id)
@@ -94,11 +95,16 @@ class CapacityReport:
         return [c for c in self.checks if c.status == FINDING]
 
     def text(self) -> str:
-        head = f"capacity (sglang {self.version or 'version unknown: no line of its source is cited'})"
+        if self.version is None:
+            head = "capacity (sglang version unknown: no line of its source is cited)"
+        elif self.basis in ("inferred", "assumed"):  # the lines cited are of the release assumed, not one known
+            head = f"capacity (sglang {self.version} assumed ({self.basis}): the lines cited are of that release)"
+        else:
+            head = f"capacity (sglang {self.version})"
         return "\n".join([head] + [c.text() for c in self.checks])
 
     def to_dict(self) -> dict:
-        return {"version": self.version, "checks": [asdict(c) for c in self.checks]}
+        return {"version": self.version, "version_basis": self.basis, "checks": [asdict(c) for c in self.checks]}
 
 
 def report(case_or_evidence: Case | Evidence) -> CapacityReport:
@@ -109,7 +115,7 @@ def report(case_or_evidence: Case | Evidence) -> CapacityReport:
         return done
     src = _Source(case.ev.tree)
     checks = [_graph_ceiling(case, src), _kv_pool(case, src), _state_pool(case, src), _chunked_prefill(case, src)]
-    case.__dict__["_capacity_report"] = done = CapacityReport(case.ev.version, checks)
+    case.__dict__["_capacity_report"] = done = CapacityReport(case.ev.version, checks, case.ev.version_basis)
     return done
 
 
