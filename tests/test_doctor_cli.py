@@ -168,14 +168,18 @@ def _roofline_line(text: str) -> str:
 
 def test_doctor_on_the_pasted_incident_without_its_config():
     """No --sglang, no --model-config: the version comes from the text, the launch is read with
-    that version's flags, the roofline from the launch, the nvidia-smi paste and the Decode lines,
-    and one line says what the steps check lacks."""
+    that version's flags and resolved by its code, the roofline from the launch, the nvidia-smi paste
+    and the Decode lines, and one line says what the steps check lacks. The one finding needs no
+    config.json: 0.5.11 caps speculative decoding at 48 requests for this launch (as its own
+    resolution does, kit/data/resolved/incident-new-0.5.11.json); the prefill graph's VLM rule reads
+    the config, so without it prefill-cuda-graph-off is not claimed."""
     proc = sgl_kit(None, "doctor", "--paste", str(PASTE))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     flat = " ".join(out.split())
     assert flat.startswith(f"sgl-kit doctor: files, sglang 0.5.11 (stated in {PASTE} line 7, also line 45): "
-                           "0 findings")
+                           "1 finding")
+    assert "[max-running-requests-48]" in flat and "(srt/server_args.py:3455)" in flat
     assert "needs sglang's flag table" not in flat and "no launch command" not in flat
     assert "not understood" not in flat  # `$ nvidia-smi` starts the table's output
     assert "2x NVIDIA RTX A6000, tp=2, 1 speculative step(s), accept 1.75" in _roofline_line(out)
@@ -187,7 +191,8 @@ def test_doctor_on_the_pasted_incident_without_its_config():
     assert "the launch with every fix" not in flat  # no fix, so no "fixed" launch identical to the input
     data = json.loads(sgl_kit(None, "doctor", "--paste", str(PASTE), "--json").stdout)
     assert data["sglang_version"] == "0.5.11" and data["sources"]["version"].startswith(f"stated in {PASTE} line 7")
-    assert data["findings"] == []
+    assert [(f["id"], f["sites"]) for f in data["findings"]] == [("max-running-requests-48",
+                                                                  ["srt/server_args.py:3455"])]
 
 
 def test_doctor_on_the_pasted_incident_with_its_config_finds_the_steps():

@@ -143,13 +143,16 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             if found is None:
                 continue
             lines, estimate, changes, advice, avoid, covers, checks, sites, dropped = found
+            kept_checks = checks
             if one.gpu_only and case.no_gpu:
                 estimate, changes, advice, avoid = _does_not_apply(case, estimate)
+                kept_checks = []
             (context if one.context else findings).append(
                 Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions, one.affects,
-                        dropped, checks if not (one.gpu_only and case.no_gpu) else []))
-            # a change it predicts to buy nothing here (its checks) is a field it speaks of as much as its fix
-            case.covered |= _fields_of(case, changes + [c for c, _ in checks or []]) | set(covers)
+                        dropped, kept_checks))
+            # the fields its changes set, those it names, and those of the changes it predicts buy nothing: a
+            # known issue about one of them is said next to this finding, its workaround not offered again
+            case.covered |= _fields_of(case, changes) | set(covers) | _fields_of(case, [c for c, _ in kept_checks])
             case.found.append(one.id)
     _within_the_room(case, findings)
     priority = {r.id: r.priority for r in chosen}
