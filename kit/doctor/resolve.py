@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
