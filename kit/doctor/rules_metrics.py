@@ -243,7 +243,7 @@ rule(Rule(
     sites=lambda case: _decl_site(_fact(case, "graph_passes"))
     + _src_site(case, '"decode_cuda_graph" if value else "decode_none"'),
     affects=("decode step",), covers=lambda case: {"cuda_graph_max_bs"}, gpu_only=True, group=GROUP,
-    uses=("args",)))
+    uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 
 
 def _prefill_passes(case: Case) -> tuple[float, float] | None:
@@ -349,7 +349,7 @@ rule(Rule(
     when=_queued, impact=_queued_impact, fix=_queued_fix,
     sites=lambda case: _decl_site(_fact(case, "queue_time_sum")) + _src_site(case, "observe_queue_time(self."),
     affects=("queueing",), group=GROUP,
-    uses=("args", "capacity")))
+    uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 
 
 # --------------------------------------------------------------------------- retraction
@@ -396,7 +396,8 @@ rule(Rule(
                       ["a lower --schedule-conservativeness than needed: it admits requests the pool cannot hold"]),
     sites=lambda case: _decl_site(_fact(case, "retracted_requests")) + _src_site(case, "increment_retracted_reqs(",
                                                                                   "managers/"),
-    affects=("queueing",), group=GROUP))
+    affects=("queueing",), group=GROUP,
+    uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 
 
 # --------------------------------------------------------------------------- prefix cache
@@ -446,7 +447,7 @@ rule(Rule(
     fix=_cache_fix,
     sites=lambda case: _decl_site(_fact(case, "cached_tokens")) + _src_site(case, "cache_hit_rate = 0.0"),
     affects=("prefill/extend",), covers=lambda case: {"disable_radix_cache"}, group=GROUP,
-    uses=("args",)))
+    uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 
 
 # --------------------------------------------------------------------------- accept length over time
@@ -501,7 +502,8 @@ rule(Rule(
                            "then sgl-kit args diff); a changed draft model, speculative flags or prompt mix moves it"],
                       []),
     sites=lambda case: _decl_site(_fact(case, "accept_length_over_time")),
-    affects=("verify", "draft"), group=GROUP))
+    affects=("verify", "draft"), group=GROUP,
+    uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 
 
 # --------------------------------------------------------------------------- what was not answered
