@@ -281,7 +281,8 @@ rule(Rule(
                            "`sgl-kit why TARGET disable_piecewise_cuda_graph`)"], []),
     sites=lambda case: _decl_site(_fact(case, "graph_passes"))
     + _src_site(case, '"prefill_cuda_graph" if value else "prefill_none"'),
-    affects=("prefill/extend",), gpu_only=True, group=GROUP))
+    affects=("prefill/extend",), gpu_only=True, group=GROUP,
+    uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 
 
 # --------------------------------------------------------------------------- queueing
