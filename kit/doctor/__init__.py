@@ -108,35 +108,16 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             lacking.append((r, {f.name for alts in needs for f in alts}))
             continue
         ran.append(r)
-        try:
-            with case.watching() if watch else _nothing() as seen:
-                expanded = r.expand(case) if r.expand is not None else [r]
-            if seen is not None:
-                _check_declared(r, seen)
-        except KitError as err:
-            problems.append(f"rule {r.id} could not finish: {err.message}")
-            continue
-        except Exception as err:  # noqa: BLE001  (one rule's bug never aborts the diagnosis)
-            if watch:
-                raise
-            problems.append(f"rule {r.id} failed: {type(err).__name__}: {err}; the other rules ran")
+        done, expanded = _guarded(r, r.id, lambda r=r: r.expand(case) if r.expand is not None else [r], case, problems,
+                                  watch)
+        if not done:
             continue
         if r.expand is not None:
             checked.append(r.id)
         for one in expanded:
             case.refused = []
-            try:
-                with case.watching() if watch else _nothing() as seen:
-                    found = _run(one, case)
-                if seen is not None:
-                    _check_declared(r, seen)
-            except KitError as err:
-                problems.append(f"rule {one.id} could not finish: {err.message}")
-                continue
-            except Exception as err:  # noqa: BLE001  (one rule's bug never aborts the diagnosis)
-                if watch:
-                    raise
-                problems.append(f"rule {one.id} failed: {type(err).__name__}: {err}; the other rules ran")
+            done, found = _guarded(r, one.id, lambda one=one: _run(one, case), case, problems, watch)
+            if not done:
                 continue
             if r.expand is None:
                 checked.append(r.id)
@@ -181,6 +162,25 @@ def _run(r: Rule, case: Case):
     checks = r.checks(case)
     sites, _ = _cited(case, r.sites(case), covers)
     return lines, estimate, changes, advice, avoid, covers, checks, sites, list(dict.fromkeys(case.refused))
+
+
+def _guarded(r: Rule, name: str, call, case: Case, problems: list[str], watch: bool):
+    """``call()`` for rule ``r`` (reported as ``name``): its reads checked against ``r``'s declarations in strict
+    mode, and any error a problem line, never the end of the diagnosis (strict mode re-raises). (done, value)."""
+    try:
+        with case.watching() if watch else _nothing() as seen:
+            value = call()
+        if seen is not None:
+            _check_declared(r, seen)
+    except KitError as err:
+        problems.append(f"rule {name} could not finish: {err.message}")
+        return False, None
+    except Exception as err:  # noqa: BLE001  (one rule's bug never aborts the diagnosis)
+        if watch:
+            raise
+        problems.append(f"rule {name} failed: {type(err).__name__}: {err}; the other rules ran")
+        return False, None
+    return True, value
 
 
 class _nothing:
