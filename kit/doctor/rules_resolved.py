@@ -149,7 +149,10 @@ def _open(case: Case) -> list[_Item]:
 
 
 def _keeps(case: Case, item: _Item) -> str:
-    """The flag that keeps the asked value (kit.provenance.escapes), if the release has one."""
+    """The flag that keeps the asked value (kit.provenance.escapes), if the release has one. Only for a value the
+    launch asked for: a default sglang replaced has no asked value to keep, and each escape costs a provenance read."""
+    if not item.asked_known:
+        return ""
     exp = case.explain(item.perf.field)
     if exp is None:
         return ""
