@@ -35,6 +35,9 @@ class LaunchOptions:
     progress: Callable[[str], None] | None = None
 
 
+_LOCAL = None  # kit.hosts.LocalHost shared by the trees source_tree opens
+
+
 def source_tree(package_dir: str | None = None, sglang: str | None = None, *, required: bool = False,
                 why: str = "a launch command needs sglang's flag table to be read"):
     """The sglang source on this machine: ``package_dir``, or release ``sglang`` (downloaded once)."""
@@ -43,11 +46,14 @@ def source_tree(package_dir: str | None = None, sglang: str | None = None, *, re
     from .hosts import LocalHost
     from .source import SourceTree
 
+    global _LOCAL
+    if _LOCAL is None:  # one host (one helper process and its reader thread) for every tree read here, not one each
+        _LOCAL = LocalHost()
     if package_dir:
-        return SourceTree.at(LocalHost(), package_dir)
+        return SourceTree.at(_LOCAL, package_dir)
     if sglang:
         prefix = tree_dir("sglang", sglang)
-        return SourceTree.at(LocalHost(), install_package_source("sglang", sglang, prefix=str(prefix)))
+        return SourceTree.at(_LOCAL, install_package_source("sglang", sglang, prefix=str(prefix)))
     if not required:
         return None
     raise KitError(why, hint="add --sglang VERSION (the release it was written for) or --package-dir DIR")
