@@ -15,6 +15,7 @@ from functools import lru_cache
 from kit.errors import KitError
 
 from .case import Case
+from .resolve import _same  # one comparison of a resolved value with an asked one
 from .rulebase import ALL_VERSIONS, Rule, not_estimated, rule
 
 __all__ = ["PerfField", "perf_fields", "sglang_changed"]
@@ -133,14 +134,6 @@ def _read_against_asked(case: Case, perf: dict, seen: set) -> list[_Item]:
                          " and ".join(g.condition for g in site.guards) if site else ""))
         seen.add(name)
     return out
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return abs(a - b) < 1e-9
-    return a == b
 
 
 def _open(case: Case) -> list[_Item]:
