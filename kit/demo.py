@@ -313,6 +313,10 @@ def source(console, version: str, target: str) -> int:
         f"\n[bold]{label}[/] at {snippet.path}:{marked[0]}-{marked[-1]}: a model whose architecture SGLang "
         "counts as multimodal (Qwen3_5ForConditionalGeneration, even used text-only) gets "
         "disable_piecewise_cuda_graph=True with no flag asking for it.", soft_wrap=True)
+    if snapshot is None:  # the refusals of --language-only are read for the same launch: defaults + --model-path
+        from .server_args import cli_defaults
+
+        snapshot = {**{k: d.value for k, d in cli_defaults(tree).items() if d.known}, **launch}
     console.print(way_out(tree, result, snapshot, _MODEL).to_text(), soft_wrap=True, markup=False)
     return 0
 

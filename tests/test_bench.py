@@ -254,19 +254,28 @@ def test_poisson_arrivals_record_scheduled_time_and_wait(server, tmp_path):
 
 def test_compare_finds_known_differences(tmp_path):
     # Each server in its own process: in ours, its schedule would share the client's GIL and drift under load.
+    from concurrent.futures import ThreadPoolExecutor
+
+    # The two runs of the same configuration go side by side, on two servers of the same rate, so that a
+    # change of load on this machine during the test reaches both alike (run one after the other, a busy
+    # second run reads as a regression).
     with _ServerProcess("--rate", "300", "--ttft", "0.005") as slow, \
+            _ServerProcess("--rate", "300", "--ttft", "0.005") as slow_twin, \
             _ServerProcess("--rate", "360", "--ttft", "0.005") as fast:
         opts = {"requests": 12, "concurrency": 4, "max_tokens": 60}
-        a = _run(slow, tmp_path, "slow", **opts)
-        a2 = _run(slow, tmp_path, "slow2", **opts)
+        with ThreadPoolExecutor(2) as pool:
+            a, a2 = pool.map(lambda job: _run(job[0], tmp_path, job[1], **opts),
+                             [(slow, "slow"), (slow_twin, "slow2")])
         b = _run(fast, tmp_path, "fast", **opts)
     better = compare(a, b)
     assert better.verdict == "improved" and better.ci_low > 0
     assert better.rel_diff == pytest.approx(0.2, abs=0.05)
     assert compare(b.path, a.path).verdict == "regressed"  # from the files, as the CLI does
-    same = compare(a, a2)
+    # Two servers of one rate, measured side by side on a loaded 2-core machine, differ by up to ~1.5%
+    # (seen with two busy loops running), above compare's 1% default: 3% is the effect this set-up resolves.
+    same = compare(a, a2, min_effect=0.03)
     assert same.verdict == "no significant change"
-    assert abs(same.rel_diff) < 0.01
+    assert abs(same.rel_diff) < 0.03
 
 
 def test_compare_interval_covers_a_known_difference():
