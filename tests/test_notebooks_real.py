@@ -43,15 +43,28 @@ def real_story(real_server, sshd, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("real-story")
     timings = {}
+    # This module fixture runs before the per-test check of the shared server (conftest's
+    # _shared_real_servers): the same check here, so that the notebooks start on a server that answers.
+    if problem := real_server.problem():
+        import warnings
+
+        warnings.warn(f"the shared real_server was not fit before the notebooks: {problem}; restarted it",
+                      stacklevel=1)
+        real_server.restore()
     for name, extra in REAL_NOTEBOOKS.items():
         if name == "04_fix_and_validate":
             extra = {**extra, "summary_path": str(out / "validation.json")}
         started = time.monotonic()
-        papermill.execute_notebook(
-            str(NOTEBOOKS / f"{name}.ipynb"), str(out / f"{name}.ipynb"), kernel_name="python3",
-            progress_bar=False, cwd=str(NOTEBOOKS), execution_timeout=600,
-            parameters={"target": sshd.alias, "ssh_config": str(sshd.ssh_config), "server_port": real_server.port,
-                        "lab_launch": "", **extra})
+        try:
+            papermill.execute_notebook(
+                str(NOTEBOOKS / f"{name}.ipynb"), str(out / f"{name}.ipynb"), kernel_name="python3",
+                progress_bar=False, cwd=str(NOTEBOOKS), execution_timeout=600,
+                parameters={"target": sshd.alias, "ssh_config": str(sshd.ssh_config),
+                            "server_port": real_server.port, "lab_launch": "", **extra})
+        except Exception as exc:
+            # say what state the server is in, so that a failure here tells a dead server from a notebook's fault
+            raise AssertionError(f"notebook {name} failed after {time.monotonic() - started:.0f} s; the shared "
+                                 f"server then: {real_server.problem(wait=10) or 'up and answering'}") from exc
         timings[name] = time.monotonic() - started
     print("notebooks on the real server over SSH: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
     return out, real_server

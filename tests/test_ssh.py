@@ -183,6 +183,29 @@ def test_forward_reaches_a_server_bound_to_remote_loopback(ssh):
         server.shutdown()
 
 
+def test_a_forward_outlives_its_transport_and_says_why_a_port_cannot_be_reached(sshd, tmp_path):
+    from kit.bench import bench
+    from kit.errors import BenchError
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with _host(sshd) as host:
+        try:
+            local_port = host.forward(server.server_address[1])
+            host.transport.close()  # the connection drops (a box's sshd restarted, a NAT timed out)
+            with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/health", timeout=10) as resp:
+                assert resp.read() == b"hello from /health"
+            assert host.forward_failure(server.server_address[1]) is None
+        finally:
+            server.shutdown()
+            server.server_close()
+        dead = server.server_address[1]  # nothing listens there any more
+        with pytest.raises(BenchError) as caught:
+            bench(host, port=dead, requests=1, warmup=1, max_tokens=4, progress=None, out=tmp_path / "run.jsonl")
+        assert f"the SSH forward: {host.name} could not connect to 127.0.0.1:{dead}" in caught.value.message
+        assert "nothing listens on that port there" in caught.value.message
+
+
 def test_proxyjump_through_a_jump_host(sshd, tmp_path):
     config = tmp_path / "ssh_config"
     config.write_text(

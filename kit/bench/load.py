@@ -195,6 +195,11 @@ def bench(target: Any = "local", *, port: int | None = None, out: str | os.PathL
     try:
         return run_sync(bench_async(url, cfg, out=out, progress=bar,
                                     endpoint=describe_endpoint(host, port or _port_of(url))))
+    except BenchError as exc:
+        why = host.forward_failure(port or DEFAULT_PORT) if host is not None else None
+        if why:  # the forward's own reason beats the HTTP client's "connection reset"
+            raise BenchError(f"{exc.message}; the SSH forward: {why}", hint=exc.hint) from None
+        raise
     finally:
         if bar is not None and hasattr(bar, "close"):
             bar.close()

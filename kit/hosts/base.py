@@ -385,6 +385,10 @@ class Host:
         """A port on 127.0.0.1 here that reaches ``remote_host:remote_port`` as the host sees it."""
         raise NotImplementedError
 
+    def forward_failure(self, remote_port: int, remote_host: str = "127.0.0.1") -> str | None:
+        """Why the forward to ``remote_port`` dropped its last connection; None when it did not (or there is none)."""
+        return None
+
     def close(self) -> None:
         raise NotImplementedError
 

@@ -231,6 +231,9 @@ class KeptHost(Host):
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> int:
         return self._own().forward(remote_port, remote_host, local_port)
 
+    def forward_failure(self, remote_port: int, remote_host: str = "127.0.0.1") -> str | None:
+        return self._own().forward_failure(remote_port, remote_host)
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:

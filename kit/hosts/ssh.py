@@ -431,6 +431,11 @@ class SSHHost(Host):
                 self._forwards[key] = fwd
             return fwd.local_port
 
+    def forward_failure(self, remote_port: int, remote_host: str = "127.0.0.1") -> str | None:
+        """Why the forward to ``remote_host:remote_port`` dropped its last connection (None: it did not)."""
+        fwd = self._forwards.get((remote_host, int(remote_port)))
+        return fwd.failure if fwd is not None else None
+
     # -- close --------------------------------------------------------------
     def _close_transport(self) -> None:
         if self._client is not None:
@@ -464,6 +469,12 @@ def _as_list(value) -> list[str]:
     return [os.path.expanduser(value)] if isinstance(value, str) else [os.path.expanduser(v) for v in value]
 
 
+# RFC 4254 5.1: why an SSH server refuses to open a direct-tcpip channel, by reason code
+_OPEN_FAILED = {1: "the SSH server forbids port forwarding (AllowTcpForwarding)",
+                2: "nothing listens on that port there, or the address is unreachable from the host",
+                4: "the SSH server is out of resources"}
+
+
 class _Forward:
     """A local listening socket whose connections tunnel to the remote port."""
 
@@ -478,6 +489,7 @@ class _Forward:
                             hint="pick another local port, or leave it out to take a free one") from None
         self.local_port = self.server.getsockname()[1]
         self.alive = True
+        self.failure: str | None = None  # why the last connection could not be tunnelled (None: it was)
         threading.Thread(target=self._accept, daemon=True, name=f"kit-forward-{self.local_port}").start()
 
     def _accept(self) -> None:
@@ -489,13 +501,27 @@ class _Forward:
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
-        try:
-            chan = self.host.transport.open_channel(
-                "direct-tcpip", self.remote, client.getpeername(), timeout=self.host.connect_timeout
-            )
-        except Exception:
+        chan = None
+        for attempt in (1, 2):
+            try:
+                # connect() opens a new transport when the one the forward was made on went away
+                transport = self.host.connect().transport
+                chan = transport.open_channel(
+                    "direct-tcpip", self.remote, client.getpeername(), timeout=self.host.connect_timeout
+                )
+                break
+            except paramiko.ChannelException as exc:  # the host answered: it could not reach the port
+                why = _OPEN_FAILED.get(exc.code, "")
+                self.failure = f"{self.host.name} could not connect to {self.remote[0]}:{self.remote[1]}" \
+                               f"{': ' + why if why else ''} (the SSH server's answer: {exc.text or exc})"
+                break
+            except Exception as exc:  # noqa: BLE001 - a dead transport or a timeout: once more on a new one
+                self.failure = f"no channel to {self.remote[0]}:{self.remote[1]} through {self.host.name} " \
+                               f"(attempt {attempt} of 2: {type(exc).__name__}: {exc})"
+        if chan is None:
             client.close()
             return
+        self.failure = None
         _pump(client, chan)
 
     def close(self) -> None:
