@@ -324,3 +324,21 @@ def test_gates_shows_the_check_that_refuses_the_incidents_prefill_graph(tmp_path
 def test_gates_bad_input(argv, message):
     proc = sgl_kit(None, "gates", *argv)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_doctor_masks_the_launchs_secrets_in_text_and_json(tmp_path):
+    # planted: a secret-named flag with a space and with "=", and a secret-named variable before the command
+    secrets = {"api_key": "sk-live-9f8e7d6c5b4a3210", "admin_api_key": "adm-77aa88bb99cc", "env": "hf_AbCdEfGhIjKlMnOpQrSt"}
+    launch = tmp_path / "launch.sh"
+    launch.write_text(f"HF_TOKEN={secrets['env']} python -m sglang.launch_server --model-path Qwen/Qwen3-8B \\\n"
+                      f"  --tp 2 --api-key {secrets['api_key']} --admin-api-key={secrets['admin_api_key']} \\\n"
+                      "  --disable-cuda-graph --port 30000\n")
+    env = {**os.environ, "COLUMNS": "120"}
+    text = sgl_kit(env, "doctor", "--command", str(launch), "--sglang", "0.5.11")
+    data = sgl_kit(env, "doctor", "--command", str(launch), "--sglang", "0.5.11", "--json")
+    assert text.returncode == 0 and data.returncode == 0, text.stderr + data.stderr
+    assert "--disable-cuda-graph" not in json.loads(data.stdout)["fixed_command"]  # a fix was applied: it is shown
+    for value in secrets.values():
+        assert value not in text.stdout + text.stderr + data.stdout + data.stderr
+    assert "<redacted:api_key>" in text.stdout and "masked 3 secret values" in text.stdout
+    assert json.loads(data.stdout)["masked"].get("api_key", 0) >= 1

@@ -221,6 +221,14 @@ class Diagnosis:
         return prefix + shlex.join(argv)
 
     def to_dict(self) -> dict[str, Any]:
+        """The diagnosis as JSON-ready data, secret values masked (``masked``: how many of each kind)."""
+        from kit.report.redaction import redact_value, secret_count
+
+        data, counts = redact_value(self._data())
+        data["masked"] = {k: n for k, n in sorted(counts.items())} if secret_count(counts) else {}
+        return data
+
+    def _data(self) -> dict[str, Any]:
         hw = self.hardware.to_dict() if self.hardware is not None else None
         return {
             "schema": SCHEMA_VERSION,
@@ -326,7 +334,11 @@ class Diagnosis:
         if self.skipped:
             out += ["", "rules not checked:"] + [_wrap(f"- {i}: {why}", width, "  ", "    ")
                                                    for i, why in self.skipped]
-        return "\n".join(out) + "\n"
+        from kit.report.redaction import masked_note, redact
+
+        text, counts = redact("\n".join(out) + "\n")  # pasted into issues and chats: no secret of the launch
+        note = masked_note(counts)
+        return text + (f"\n{note}: the values of secret-named flags, variables and URL credentials\n" if note else "")
 
     def __repr__(self) -> str:
         top = ", ".join(f.id for f in self.findings[:3])
@@ -335,8 +347,9 @@ class Diagnosis:
 
     def _repr_html_(self) -> str:
         from kit.display import diagnosis_view  # one layout for a notebook (findings, checks, the launch)
+        from kit.report.redaction import redact
 
-        return diagnosis_view(self)._repr_html_()
+        return redact(diagnosis_view(self)._repr_html_())[0]
 
 
 

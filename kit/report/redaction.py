@@ -586,6 +586,29 @@ def redact(text: str, *, hosts: bool = False) -> tuple[str, Counter]:
     return r.text(text), r.counts
 
 
+def redact_value(value, *, hosts: bool = False):
+    """A copy of a JSON-like value (dicts, lists, strings) with every string redacted, and the counts by kind."""
+    r = Redactor(hosts=hosts)
+
+    def walk(v):
+        if isinstance(v, str):
+            return r.text(v)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value), r.counts
+
+
+def masked_note(counts: Counter) -> str:
+    """``masked 2 secret values (api_key, env_secret)``, or "" when none was."""
+    n = secret_count(counts)
+    kinds = ", ".join(sorted(k for k in counts if k not in HOST_KINDS))
+    return f"masked {n} secret value{'s' if n != 1 else ''} ({kinds})" if n else ""
+
+
 def redact_notebook(nb, *, hosts: bool = False):
     """A redacted deep copy of an nbformat notebook (every string in it), and the counts by kind."""
     import nbformat
