@@ -24,7 +24,7 @@ ENTRIES = ki.load()
 IDS = [str(e.get("id")) for e in ENTRIES]
 
 
-def test_the_database_is_found_and_has_the_migrated_entries():
+def test_the_database_is_found_and_has_the_entries_the_kit_names():
     assert len(ENTRIES) >= 3
     assert {"ki-qwen35-prefill-graph-off-as-multimodal", "ki-v047-qwen3-decode-halved",
             "ki-v048-rtx4090-slowdown"} <= set(IDS)
