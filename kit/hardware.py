@@ -548,6 +548,73 @@ def match_gpu(name: str | GpuProfile | None) -> GpuProfile | None:
     return None
 
 
+_COUNT_WORDS = {"one": 1, "single": 1, "two": 2, "dual": 2, "three": 3, "four": 4, "quad": 4, "six": 6,
+                "eight": 8, "sixteen": 16}
+
+
+@dataclass(frozen=True)
+class NamedGpu:
+    """A GPU model named in a sentence ("on two RTX 4090s", "8xH100"): its profile, how many the sentence
+    says (None: no number next to it) and the 1-based line."""
+
+    profile: GpuProfile
+    count: int | None
+    line: int
+    text: str
+
+
+def prose_gpus(text: str, *, skip: set[int] | None = None) -> list[NamedGpu]:
+    """The GPU models of the kit's table that the sentences of ``text`` name, each with the count written
+    next to it. A window of one to four words is looked up with :func:`match_gpu`; a bare number ("4090")
+    counts only after "RTX"/"GeForce" or a count ("two 4090s", "2x 4090"), so a port or a size is never a GPU.
+    URLs and lines in ``skip`` (other evidence) are not read."""
+    out: list[NamedGpu] = []
+    for no, line in enumerate(text.split("\n"), 1):
+        if skip and no in skip:
+            continue
+        line = re.sub(r"\S*://\S*|\S+/\S+", " ", line)  # URLs and paths: a model id, an image tag
+        words = []
+        for w in re.findall(r"[A-Za-z0-9]+|\u00d7", line):
+            attached = re.fullmatch(r"(\d{1,2})[xX](\w*[A-Za-z]\w*\d\w*|\d{3,4}s?)", w)  # "8xH100", "2x4090"
+            words += [attached.group(1), "x", attached.group(2)] if attached else [w]
+        i = 0
+        while i < len(words):
+            for n in (4, 3, 2, 1):
+                window = words[i:i + n]
+                if len(window) < n:
+                    continue
+                last = window[-1]
+                if re.fullmatch(r"\d{3,4}s", last):  # "4090s"
+                    window = window[:-1] + [last[:-1]]
+                if not any(re.search(r"\d", w) for w in window) or window[0].lower() in ("x", "\u00d7"):
+                    continue
+                profile = match_gpu(" ".join(window))
+                if profile is None:
+                    continue
+                count = _count_before(words[:i])
+                if window[0].isdigit() and count is None and (i == 0 or words[i - 1].lower() not in ("rtx", "geforce")):
+                    continue  # a bare number with nothing that makes it a GPU
+                out.append(NamedGpu(profile, count, no, " ".join(words[i:i + n])))
+                i += n - 1
+                break
+            i += 1
+    return out
+
+
+def _count_before(words: list[str]) -> int | None:
+    """The count written just before a GPU name: "2x", "2 x", "8 \u00d7", "two", "dual", "4 RTX"."""
+    tail = [w.lower() for w in words[-3:]]
+    while tail and tail[-1] in ("nvidia", "geforce", "rtx", "amd", "instinct"):
+        tail.pop()
+    if len(tail) >= 2 and tail[-1] in ("x", "\u00d7") and tail[-2].isdigit():
+        return int(tail[-2]) or None
+    if tail and tail[-1].isdigit() and 0 < int(tail[-1]) <= 64:
+        return int(tail[-1])
+    if tail and tail[-1] in _COUNT_WORDS:
+        return _COUNT_WORDS[tail[-1]]
+    return None
+
+
 def gpu_profile(name: str | GpuProfile) -> GpuProfile:
     """``match_gpu``, with an UnknownGPU error (naming the GPU and how to add it) when the table has no entry."""
     found = match_gpu(name)

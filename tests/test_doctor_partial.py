@@ -159,6 +159,37 @@ def test_flags_and_numbers_named_in_sentences_are_read(tmp_path):
     assert ev.decode["max_running_req"] == 15 and "line 2" in ev.sources["decode"]
 
 
+def test_a_gpu_named_in_a_real_posts_sentences_is_read_as_named():
+    ev = from_files(paste=str(INCIDENTS / "sglang-40346-rtx5090-graph-bs-48" / "pr.md"), sglang="0.5.20")
+    assert [g.name for g in ev.hardware.gpus] == ["NVIDIA GeForce RTX 5090"]
+    assert "line 3: 'RTX 5090'" in ev.sources["hardware"] and "not read from nvidia-smi" in ev.sources["hardware"]
+    assert "1 assumed" in ev.sources["hardware"]  # the post writes no count
+    assert not any("no evidence recognised" in p for p in ev.problems)
+
+
+@pytest.mark.parametrize("sentence, expected", [
+    ("We serve it on two RTX 4090s with tp 2", [("rtx4090", 2)]),
+    ("an 8xH100 box", [("h100", 8)]),
+    ("running on 2 x A6000 (48 GB)", [("a6000", 2)]),
+    ("Qwen/Qwen3-8B on an A100 80GB", [("a100-80gb", None)]),
+    ("the server listens on port 4090 and 5090", []),  # a bare number is no GPU
+    ("weights from https://host/h100/a100/model", []),  # nor a URL's path
+    ("H20 vs H200", [("h20", None), ("h200", None)]),  # whole names: H200 is no H20
+])
+def test_gpu_names_and_counts_in_sentences(sentence, expected):
+    from kit.hardware import prose_gpus
+
+    assert [(g.profile.key, g.count) for g in prose_gpus(sentence)] == expected
+
+
+def test_several_gpu_models_named_stand_for_none(tmp_path):
+    post = tmp_path / "post.md"  # written for this test
+    post.write_text("On an H100 it runs at 70 tok/s, on an A6000 at 35 tok/s, with `--tp 1`.\n")
+    ev = from_files(paste=str(post), sglang="0.5.11")
+    assert not getattr(ev.hardware, "gpus", None)
+    assert any("several GPU models (h100, a6000)" in p for p in ev.problems), ev.problems
+
+
 # --------------------------------------------------------------------------- unknown hardware
 
 

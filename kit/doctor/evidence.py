@@ -21,7 +21,7 @@ from typing import Any
 from kit._secrets import redact_env
 from kit.errors import KitError, ParseError
 
-from .partial import fill_cut, infer_version, prose_evidence, unknown_gpu
+from .partial import fill_cut, infer_version, prose_evidence, prose_hardware, unknown_gpu
 
 __all__ = ["Evidence", "from_files", "from_server"]
 
@@ -602,6 +602,7 @@ def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None,
     if (hw is None or not getattr(hw, "gpus", None)) and gpu:
         hw = _merge_hw(hw, _stand_in(gpu, ev.args.get("tp_size") or 1, f"--gpu {gpu}"))
     ev.hardware = hw
+    prose_hardware(ev)
     unknown_gpu(ev, gpu)
 
 
