@@ -293,6 +293,14 @@ def test_a_partial_match_is_an_open_question_not_a_finding():
     assert any(entry["id"] in q and "not checked: architectures" in q for q in d.open_questions)
 
 
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.get("workload")], ids=lambda e: e["id"])
+def test_an_issue_of_the_traffic_is_a_question_about_the_traffic_not_a_finding(entry):
+    d = diagnose(generated(entry), only=KNOWN)  # the launch meets every key of the trigger
+    assert not [f for f in d.findings if entry["id"] in f.title]
+    (q,) = [q for q in d.open_questions if entry["id"] in q]
+    assert f"if the traffic has {entry['workload']}" in q
+
+
 # --------------------------------------------------------------------------- the CLI
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:

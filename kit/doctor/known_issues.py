@@ -51,7 +51,9 @@ TRIGGER_KEYS = {
 }
 REQUIRED = ("id", "title", "area", "sources", "affected", "fixed_in", "fixed_basis", "trigger", "symptom", "fix",
             "confidence", "excerpt")
-OPTIONAL = ("fixed_check", "introduced_basis", "introduced_check", "confirm", "notes", "note")
+OPTIONAL = ("fixed_check", "introduced_basis", "introduced_check", "confirm", "notes", "note", "workload")
+# workload: what the requests must do for the issue to matter ("streaming requests with stop strings"), a
+# condition no launch, log or config shows: a match is then an open question about the traffic, not a finding.
 # introduced_check: the line of the slow code path in the first affected release's wheel; absent_in (the
 # release before, without it, a note in parentheses allowed), also_in and last_in (releases that still have it).
 INTRODUCED_CHECK_KEYS = ("release", "file", "text", "absent_in", "also_in", "last_in")
@@ -194,6 +196,8 @@ def validate(entry: dict, entries: list[dict] | None = None, directory: Path | s
     if entry.get("confidence") not in CONFIDENCE:
         p.append(f"confidence {entry.get('confidence')!r} is not one of {', '.join(CONFIDENCE)}")
     p += _check_excerpt(entry, base)
+    if "workload" in entry and (not isinstance(entry["workload"], str) or not entry["workload"].strip()):
+        p.append("workload must be a sentence: what the requests must do for the issue to matter")
     return p
 
 

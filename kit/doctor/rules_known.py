@@ -2,7 +2,7 @@
 that this case meets. One finding per entry that matches, with its sources, the affected releases and how
 this case's facts meet its trigger; its impact is the source's own number, "measured elsewhere". An entry
 whose known keys all hold while some are unknown is an open question ("not checked: needs ..."), not a
-finding; an entry whose trigger fields a finding already speaks of is said next to it, not repeated."""
+finding, and so is one whose ``workload`` (what the requests must do) no evidence shows; an entry whose trigger fields a finding already speaks of is said next to it, not repeated."""
 
 from __future__ import annotations
 
@@ -47,6 +47,10 @@ def _expand(case: Case) -> list[Rule]:
         if m.status == "partial":
             if m.held:  # something known holds: an open question, not a guess
                 case.questions.append(m.question())
+        elif m.entry.get("workload"):  # the launch meets it; whether the traffic does, no evidence shows
+            case.questions.append(f"known issue {m.id} ({known_issues.first_source(m.entry)}) applies to this launch "
+                                  f"if the traffic has {m.entry['workload'].strip()}: {m.entry['title'].strip()}; "
+                                  f"{_fixed_in(m.entry)}")
         elif fields and fields <= case.covered:
             case.questions.append(f"known issue {m.id} ({known_issues.first_source(m.entry)}) describes the cause a "
                                   f"finding above names ({', '.join(sorted(fields))}): {m.entry['title'].strip()}; "
