@@ -19,7 +19,7 @@ A last word that says what the value is about is no secret: ``SGLANG_API_KEY_FIL
 and tokenizers (``max_total_tokens``, ``TOKENIZERS_PARALLELISM``, ``tokenizer_path``,
 ``tiktoken``) or ``ssl_keyfile``.
 
-Users: the target's environment reader (``kit/target.py`` sends :data:`SECRET_NAME_PATTERN`
+Users: :func:`mask_named` (a server's ``/server_info``, what the CLI prints as JSON), the target's environment reader (``kit/target.py`` sends :data:`SECRET_NAME_PATTERN`
 to ``kit/_remote/processes.py``, which masks there, so the value never leaves the target),
 the hardware reader and the doctor's evidence (:func:`redact_env`), and the report
 (``kit/report/redaction.py``).
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MASK", "SECRET_NAME_PATTERN", "is_secret_name", "redact_env"]
+__all__ = ["MASK", "SECRET_NAME_PATTERN", "is_secret_name", "mask_named", "redact_env"]
 
 _KEY_AFTER = "api|secret|private|access|service|ssh|license|master|client|signing|encryption|auth|admin|app|account" \
     "|session|deploy"
@@ -50,3 +50,25 @@ def is_secret_name(name: str) -> bool:
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     """The variables, with the value of every secret-looking name (``SGLANG_API_KEY``) replaced by ``<redacted>``."""
     return {k: (MASK if v and is_secret_name(k) else v) for k, v in env.items()}
+
+
+# A mapping that names a flag, field or variable under one key and holds its value under another
+# ({"option": "--api-key", "value": "sk-..."}): these keys name it, those hold the value.
+_NAMING_KEYS = ("option", "flag", "name", "field", "dest", "key", "variable")
+_VALUE_KEYS = ("value", "text", "raw", "values", "default")
+
+
+def mask_named(value):
+    """A copy of a JSON-like value in which every value kept under a secret-looking name is ``<redacted>``:
+    a key (``{"api_key": "sk-..."}``), or a mapping that names a secret flag beside its value
+    (``{"option": "--api-key", "value": "sk-..."}``). Empty and None values stay as they are."""
+    if isinstance(value, dict):
+        named = any(isinstance(value.get(k), str) and is_secret_name(value[k].lstrip("-")) for k in _NAMING_KEYS)
+        out = {}
+        for k, v in value.items():
+            secret = (isinstance(k, str) and is_secret_name(k)) or (named and k in _VALUE_KEYS)
+            out[k] = MASK if secret and v not in (None, "", [], {}) and not isinstance(v, bool) else mask_named(v)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [mask_named(v) for v in value]
+    return value

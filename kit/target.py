@@ -200,16 +200,18 @@ class ServerProcess:
 
         if not self.url:
             raise TargetError(f"no URL for pid {self.pid} on {self.host_name}")
+        from kit._secrets import mask_named  # the kit never needs the server's keys: they are not kept
+
         body = self.prefetched.pop("server_info", None)
         if body is not None:
             try:
-                return json.loads(base64.b64decode(body))
+                return mask_named(json.loads(base64.b64decode(body)))
             except ValueError as exc:
                 raise HostError(f"GET {self.url}/server_info failed: {exc}", host=self.host_name,
                                 hint="is the server up? `sgl-kit lab status` for the lab") from None
         try:
             with urllib.request.urlopen(self.url + "/server_info", timeout=timeout) as resp:
-                return json.loads(resp.read())
+                return mask_named(json.loads(resp.read()))
         except (OSError, ValueError) as exc:
             raise HostError(f"GET {self.url}/server_info failed: {exc}", host=self.host_name,
                             hint="is the server up? `sgl-kit lab status` for the lab") from None

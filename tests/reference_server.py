@@ -96,8 +96,11 @@ class RequestLog:
 class ReferenceServer:
     """The aiohttp application plus its bookkeeping; start it with :meth:`start_in_thread` or ``main``."""
 
-    def __init__(self, schedule: Schedule | None = None) -> None:
+    def __init__(self, schedule: Schedule | None = None, api_key: str | None = None) -> None:
         self.schedule = schedule or Schedule()
+        # sglang's /server_info carries every ServerArgs field, its api_key among them (0.5.11 does not mask
+        # it); this server only reports it, it does not check requests for it
+        self.api_key = api_key
         self.log: list[RequestLog] = []
         self._counter = itertools.count()
         self._verify_total = 0
@@ -181,7 +184,7 @@ class ReferenceServer:
             "speculative_num_draft_tokens": 4, "incremental_streaming_output": s.incremental,
             "stream_response_default_include_usage": False,
             "internal_states": [{"avg_spec_accept_length": lifetime, "last_gen_throughput": s.rate}],
-            "version": "0.5.11-reference",
+            "version": "0.5.11-reference", "api_key": self.api_key, "admin_api_key": None,
             "reference_schedule": {"rate": s.rate, "ttft": s.ttft, "chunks": list(s.chunks),
                                    "first_chunk": s.first_chunk},
         })
@@ -437,10 +440,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first-chunk", type=int, default=1)
     parser.add_argument("--eos-at", type=int, default=None)
     parser.add_argument("--incremental", action="store_true")
+    parser.add_argument("--api-key", default=None, help="reported in /server_info (not checked)")
     args = parser.parse_args(argv)
     schedule = Schedule(rate=args.rate, ttft=args.ttft, chunks=tuple(int(c) for c in args.chunks.split(",")),
                         first_chunk=args.first_chunk, eos_at=args.eos_at, incremental=args.incremental)
-    server = ReferenceServer(schedule)
+    server = ReferenceServer(schedule, api_key=args.api_key)
 
     async def serve() -> None:
         port = await server.start(args.port)

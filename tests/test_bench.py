@@ -278,6 +278,15 @@ def test_compare_finds_known_differences(tmp_path):
     assert abs(same.rel_diff) < 0.03
 
 
+def test_a_run_file_keeps_no_key_the_server_reports(tmp_path):
+    key = "sk-live-5e4d3c2b1a09f8e7"  # planted: /server_info reports it, as sglang 0.5.11's does
+    with _ServerProcess("--api-key", key) as srv:
+        run = _run(srv, tmp_path, "keyed")
+    written = Path(run.path).read_text()
+    assert key not in written and key not in json.dumps(run.server_info_before)
+    assert run.server_info_before["api_key"] == "<redacted>" and run.server_info_before["tp_size"] == 1
+
+
 def test_compare_interval_covers_a_known_difference():
     import numpy as np
 

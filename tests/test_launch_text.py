@@ -290,6 +290,34 @@ def test_sgl_kit_args_read_prints_each_flag_with_its_origin(sglang_source):
     assert plain.returncode == 0 and "flags read by their shape" in plain.stdout and "could not read:" in plain.stdout
 
 
+def test_sgl_kit_args_masks_the_secrets_of_a_launch_and_a_log(sglang_source, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    secrets = ["sk-live-9f8e7d6c5b4a3210", "adm-77aa88bb99cc", "hf_AbCdEfGhIjKlMnOpQrSt"]  # planted
+    script = tmp_path / "launch.sh"  # written for this test
+    script.write_text(f"export HF_TOKEN={secrets[2]}\npython -m sglang.launch_server --model-path m --tp 2 \\\n"
+                      f"  --api-key {secrets[0]} --admin-api-key={secrets[1]}\n")
+    log = tmp_path / "server.log"  # a server_args line as sglang 0.5.11 prints it, with the key in it
+    log.write_text(f"[2026-12-05 10:00:00] server_args=ServerArgs(model_path='m', tp_size=2, api_key='{secrets[0]}', "
+                   "port=30000)\n")
+    sgl_kit = str(Path(sys.executable).parent / "sgl-kit")
+    runs = [[sgl_kit, "args", "read", str(script)],
+            [sgl_kit, "args", "read", str(script), "--package-dir", sglang_source("0.5.11"), "--json"],
+            [sgl_kit, "args", "parse", str(log)], [sgl_kit, "args", "parse", str(log), "--json"]]
+    for argv in runs:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr
+        assert not [s for s in secrets if s in proc.stdout + proc.stderr], argv
+        assert "redacted" in proc.stdout, argv
+    text = subprocess.run(runs[0], capture_output=True, text=True, timeout=120).stderr
+    assert "masked 3 secret values" in text
+    data = json.loads(subprocess.run(runs[1], capture_output=True, text=True, timeout=120).stdout)
+    fields = {f["field"]: f["value"] for f in data["reads"][0]["launches"][0]["flags"]}
+    assert fields["api_key"] == "<redacted>" and fields["tp_size"] == 2  # only the secret's value goes
+
+
 def test_sglang_serve_is_said_when_the_version_has_none(sglang_source):
     """0.4.6.post5 has no sglang/cli/serve.py; 0.5.11 has (written for this test)."""
     old = flag_table(SourceTree.at(LocalHost(), sglang_source("0.4.6.post5")))

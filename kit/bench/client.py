@@ -132,7 +132,11 @@ async def get_json(session, url: str, timeout: float = 10.0) -> dict | None:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
             if response.status != 200:
                 return {"error": f"HTTP {response.status} from {url}"}
-            return await response.json(content_type=None)
+            from kit._secrets import (
+                mask_named,  # /server_info holds the server's keys: never kept in a run file
+            )
+
+            return mask_named(await response.json(content_type=None))
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc} ({url})"}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import common_options, emit_json, host_for, local_file, plain, server_for
+from .common import common_options, emit_json, host_for, local_file, masks_secrets, plain, server_for
 
 __all__ = ["register", "route_target"]
 
@@ -90,6 +90,7 @@ def register(sub) -> None:
 # --------------------------------------------------------------------------- parse
 
 
+@masks_secrets
 def cmd_args_parse(args) -> int:
     from kit.server_args import parse_log_all, parse_log_file_all
 
@@ -114,6 +115,7 @@ def cmd_args_parse(args) -> int:
 # --------------------------------------------------------------------------- diff
 
 
+@masks_secrets
 def cmd_args_diff(args) -> int:
     from kit.server_args import launch_diff
 
@@ -146,6 +148,7 @@ def _diff_tree(args, required: bool):
 # --------------------------------------------------------------------------- read
 
 
+@masks_secrets
 def cmd_args_read(args) -> int:
     from kit.server_args import flag_table, read_launch_text, split_paste
 
@@ -187,6 +190,7 @@ def _read_text(found, tree) -> str:
 # --------------------------------------------------------------------------- show
 
 
+@masks_secrets
 def cmd_args_show(args) -> int:
     from kit.server_args import CLASSIFY_COLUMNS, classify_server_rows, effective_args
     from kit.source import SourceTree

@@ -211,9 +211,59 @@ def console(stderr: bool = False):
 
 
 def emit_json(obj) -> None:
-    """The one way a command prints JSON: indented, anything else as str."""
-    json.dump(obj, sys.stdout, indent=2, default=str)
+    """The one way a command prints JSON: indented, anything else as str; values kept under a secret-looking
+    name (kit._secrets.mask_named) are masked."""
+    from kit._secrets import mask_named
+
+    safe = mask_named(json.loads(json.dumps(obj, default=str)))
+    json.dump(safe, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+class _MaskedStream:
+    """A text stream that passes each whole line through the report's redactor before the real stream."""
+
+    def __init__(self, inner, redactor) -> None:
+        self.inner, self.redactor, self.pending = inner, redactor, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        if "\n" in self.pending:
+            whole, self.pending = self.pending.rsplit("\n", 1)
+            self.inner.write(self.redactor.text(whole + "\n"))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.inner.write(self.redactor.text(self.pending))
+            self.pending = ""
+        self.inner.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def masks_secrets(func):
+    """For a command whose output is launches and server data (never sglang's source, whose code the redactor
+    would misread): every line it prints has secret values masked by the report's redactor (flags such as
+    ``--api-key``, ``HF_TOKEN=``, URL passwords), and stderr says how many."""
+    import functools
+
+    @functools.wraps(func)
+    def run(args):
+        from kit.report.redaction import Redactor, masked_note
+
+        stream = _MaskedStream(sys.stdout, Redactor(hosts=False))
+        real, sys.stdout = sys.stdout, stream
+        try:
+            return func(args)
+        finally:
+            sys.stdout = real
+            stream.flush()
+            if note := masked_note(stream.redactor.counts):
+                sys.stderr.write(f"sgl-kit: {note} in this output (secret-named flags, variables, URL passwords)\n")
+
+    return run
 
 
 def plain(value):

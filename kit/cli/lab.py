@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import common_options, emit_json, host_for
+from .common import common_options, emit_json, host_for, masks_secrets
 
 __all__ = ["register"]
 
@@ -125,6 +125,7 @@ def cmd_lab_down(args) -> int:
     return 0
 
 
+@masks_secrets
 def cmd_lab_status(args) -> int:
     lab = _lab(args)
     with lab.host:

@@ -602,7 +602,11 @@ def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None,
     if (hw is None or not getattr(hw, "gpus", None)) and gpu:
         hw = _merge_hw(hw, _stand_in(gpu, ev.args.get("tp_size") or 1, f"--gpu {gpu}"))
     ev.hardware = hw
-    prose_hardware(ev)
+    named = prose_hardware(ev)
+    if named is not None:
+        profile, count, said, how = named
+        ev.hardware = _merge_hw(ev.hardware, _stand_in(profile.key, count, said))
+        ev.sources["hardware"] = f"{profile.name} named in {said}; count {how}; not read from nvidia-smi"
     unknown_gpu(ev, gpu)
 
 

@@ -80,36 +80,33 @@ def prose_evidence(ev, where: str, found) -> None:
         ev.sources["args"] = f"only the flags named in the sentences of {where}; every other field is unknown"
 
 
-def prose_hardware(ev) -> None:
-    """No nvidia-smi, no --gpu: the GPU model a paste's sentences name ("on two RTX 4090s", "8xH100"), read
-    as named, not seen; several different models named (a comparison) stand for none, and that is said."""
+def prose_hardware(ev):
+    """No nvidia-smi, no --gpu: the GPU model a paste's sentences name ("on two RTX 4090s", "8xH100"), as
+    (profile key, count, where it was said, how the count was taken), read as named, not seen; None when
+    none is named, or when several different models are (a comparison stands for none, and that is said)."""
     from kit.hardware import prose_gpus
 
     if getattr(ev.hardware, "gpus", None) or not ev.pastes:
-        return
+        return None
     named = []
     for where, found in ev.pastes:
         taken = {n for p in found.pieces for n in range(p.start, p.end + 1)}
         named += [(where, g) for g in prose_gpus(found.text, skip=taken)]
     if not named:
-        return
+        return None
     models = list(dict.fromkeys(g.profile.key for _, g in named))
     if len(models) > 1:
         ev.problems.append(f"the sentences name several GPU models ({', '.join(models)}): the rules take none of "
                            "them; give --gpu NAME (or nvidia-smi output) for the one the server runs on")
-        return
+        return None
     counts = sorted({g.count for _, g in named if g.count})
     tp = ev.args.get("tp_size") if isinstance(ev.args.get("tp_size"), int) else None
     count = counts[0] if len(counts) == 1 else (tp or 1)
     how = (f"{count} as written" if len(counts) == 1 else
            f"{count}, the tensor-parallel size" if tp else "1 assumed: no count is written next to it")
     where, first = named[0]
-    from .evidence import _merge_hw, _stand_in
-
-    said = f"the sentences of {where} (line {first.line}: {first.text!r})"
-    ev.hardware = _merge_hw(ev.hardware, _stand_in(first.profile.key, count, said))
-    ev.sources["hardware"] = f"{first.profile.name} named in {said}; count {how}; not read from nvidia-smi"
     ev.problems = [p for p in ev.problems if not p.startswith(f"--paste {where}: no evidence recognised")]
+    return first.profile, count, f"the sentences of {where} (line {first.line}: {first.text!r})", how
 
 
 def unknown_gpu(ev, gpu: str | None) -> None:
