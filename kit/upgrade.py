@@ -173,6 +173,7 @@ class UpgradeDiff:
     tp: int | None = None
     seconds: float = 0.0
     paths: dict[str, dict] = field(default_factory=dict)  # version -> mechanism -> its gate chain, summed up
+    known: Any = None  # kit.doctor.known_issues.Report of the first version, upgraded to the last
 
     @property
     def compared(self) -> list[str]:
@@ -215,6 +216,7 @@ class UpgradeDiff:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         for key in ("rows", "unparsed", "added", "removed"):
             out[key] = [item.to_dict() for item in out[key]]
+        out["known"] = self.known.to_dict().get("upgrade") if self.known is not None else None
         return json.loads(json.dumps({**out, "seconds": round(self.seconds, 3)}, default=str))
 
     def to_frame(self):
@@ -262,7 +264,27 @@ class UpgradeDiff:
                 out.append("  (none)")
         if self.hidden:
             out += ["", f"hidden (they differ on every start): {', '.join(self.hidden)}"]
-        return "\n".join(out + paths_text(self.paths, self.compared, width))
+        return "\n".join(out + paths_text(self.paths, self.compared, width) + self._known_lines(width))
+
+    def _known_lines(self, width: int) -> list[str]:
+        """The known performance issues the upgrade fixes and brings (as `sgl-kit known-issues --upgrade-to`)."""
+        from .doctor.known_issues import first_source
+
+        k = self.known
+        if k is None:
+            return []
+        out = []
+        for title, items in ((f"KNOWN ISSUES FIXED BY THE UPGRADE ({len(k.fixes)})", k.fixes),
+                             (f"KNOWN ISSUES THE UPGRADE BRINGS ({len(k.brings)})", k.brings)):
+            out += ["", title]
+            out += [_wrap(f"{m.id} [{m.status}]: {str(m.entry.get('title', '')).strip()} ({first_source(m.entry)})"
+                          + (f"; only if the traffic has {m.entry['workload']}" if m.entry.get("workload") else ""),
+                          width, "  ", "      ") for m in items] or ["  (none)"]
+        if k.fixes or k.brings:
+            out.append(_wrap("[partial]: a key of its trigger is unknown here (the GPU, the model): "
+                             f"`sgl-kit known-issues --sglang {k.version} --upgrade-to {k.upgrade_to}` with --gpu and "
+                             "--model says what each needs", width, "  ", "      "))
+        return out
 
     def _row_lines(self, r: UpgradeRow) -> list[str]:
         tag = {"renamed": "  [renamed]", "renamed-changed": "  [renamed]"}.get(r.kind, "")
@@ -287,6 +309,12 @@ class UpgradeDiff:
                  ("Asked flags deprecated", [f"sglang {d['version']}: {d['flag']}: {d['note']}" for d in self.deprecated]),
                  ("Fields added", [_only_line(i, 1000).strip() for i in self.added]),
                  ("Fields removed", [_only_line(i, 1000).strip() for i in self.removed]))
+        if self.known is not None:
+            k = self.known
+            lists += (("Known issues fixed by the upgrade", [f"{m.id} [{m.status}]: {m.entry.get('title', '')}"
+                                                            for m in k.fixes]),
+                      ("Known issues the upgrade brings", [f"{m.id} [{m.status}]: {m.entry.get('title', '')}"
+                                                           for m in k.brings]))
         for title, items in lists:
             lines = "".join(f"<li>{e(i)}</li>" for i in items)
             parts.append(f"<details{' open' if 'flags' in title else ''}><summary><b>{title} ({len(items)})</b>"
@@ -368,8 +396,24 @@ def upgrade_diff(
     _deprecations(sides, out)
     _compare(sides, live, out)
     out.paths = fast_paths(sides, live, model)
+    out.known = _known_issues(sides[live[0]], live[-1], gpu, model, tp)
     out.seconds = time.monotonic() - started
     return out
+
+
+def _known_issues(first: _Side, last: str, gpu, model, tp):
+    """sglang's known performance issues (kit/data/known_issues) for this launch on the first version: those
+    the upgrade to ``last`` fixes and those it brings, matched as `sgl-kit known-issues --upgrade-to` does."""
+    from .doctor import known_issues
+    from .doctor.evidence import Evidence
+
+    ev = Evidence("upgrade-diff")
+    ev.args = {k: v for k, v in first.values.items() if "." not in k}  # the launch as the first version resolved it
+    ev.sources["args"] = f"the launch as sglang {first.version} resolved it ({first.method})"
+    ev.tree = first.tree
+    model = None if isinstance(model, Mapping) or model is None else str(model)
+    ev = known_issues.evidence_for(first.version, gpu, model, count=tp or 1, evidence=ev)
+    return known_issues.report(ev, upgrade_to=last)
 
 
 def _methods(names: list[str], method: str, notes: list[str]) -> dict[str, str]:

@@ -179,6 +179,22 @@ def test_a_version_without_an_environment_names_the_setup_command(capsys, monkey
     assert f"sgl-kit dryrun setup --sglang {version}" in err and "--setup" in err
 
 
+@pytest.mark.slow
+def test_the_known_issues_the_upgrade_fixes_are_those_of_the_known_issues_command(incident):
+    from kit.doctor import known_issues
+
+    fixed = {m.id: m.status for m in incident.known.fixes}
+    # 0.5.11 resolved disable_piecewise_cuda_graph=True for the Qwen3.6 (Qwen3_5ForConditionalGeneration) model
+    assert fixed.get("ki-qwen35-prefill-graph-off-as-multimodal") == "matches"
+    alone = known_issues.report(known_issues.evidence_for(FROM, "a6000", str(MODEL), count=2), upgrade_to=TO)
+    assert {m.id for m in alone.fixes if m.status == "matches"} <= set(fixed)  # the launch narrows, never widens
+    text = incident.to_text()
+    assert "KNOWN ISSUES FIXED BY THE UPGRADE" in text and "ki-qwen35-prefill-graph-off-as-multimodal" in text
+    data = json.loads(json.dumps(incident.to_dict()))
+    assert "ki-qwen35-prefill-graph-off-as-multimodal" in {m["id"] for m in data["known"]["fixes"]}
+    assert "Known issues fixed by the upgrade" in incident._repr_html_()
+
+
 def test_the_static_fallback_reads_each_release_s_source_and_says_it_is_not_resolved():
     """0.4.6 -> 0.4.8, where users reported throughput regressions: before the dry-run's reach."""
     launch = ["--model-path", "/models/x", "--tp-size", "2", "--pp-size", "2", "--mem-fraction-static", "0.8"]

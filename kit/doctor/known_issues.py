@@ -798,7 +798,8 @@ def _short_lines(m: Match) -> list[str]:
     return [f"- {m.id} [{m.status}]: {str(e.get('title', '')).strip()}",
             f"    affected {e.get('affected')}, "
             + ("no fix known" if e.get("fixed_in") in (None, "unfixed") else f"fixed in {e.get('fixed_in')}")
-            + f"; {', '.join(e.get('sources') or [])}"]
+            + f"; {', '.join(e.get('sources') or [])}"] + (
+        [f"    only if the traffic has {' '.join(str(e['workload']).split())}"] if e.get("workload") else [])
 
 
 def _match_lines(m: Match) -> list[str]:
