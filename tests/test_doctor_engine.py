@@ -146,6 +146,14 @@ def test_the_guide_tables_are_generated_from_the_rules():
     assert _generated(guide, "facts") == fact_table(), "run: python -m kit.doctor.ruletable, paste into docs/guide.md"
 
 
+def test_the_known_issues_coverage_tables_are_generated_from_the_database():
+    from kit.doctor.ruletable import tables
+
+    doc = (REPO / "docs" / "known-issues.md").read_text()
+    for name in ("coverage", "recent"):
+        assert _generated(doc, name) == tables()[name][1], "run: python -m kit.doctor.ruletable --write"
+
+
 # --------------------------------------------------------------------------- each rule's real cases
 
 # Rules no committed real evidence makes fire, with why. This list only shrinks: a rule listed here that

@@ -31,7 +31,7 @@ from kit.errors import KitError
 
 __all__ = ["AREAS", "CONFIDENCE", "DIRECTORY", "SYMPTOM_METRICS", "TRIGGER_KEYS", "Check", "Match", "Report",
            "evidence_for", "first_source", "gpu_facts", "gpu_named", "impact_share", "int_range", "load", "match", "release",
-           "release_or_none", "report", "validate", "workaround_changes"]
+           "release_or_none", "report", "validate", "workaround_changes", "coverage_table", "recent_table"]
 
 DIRECTORY = DATA / "known_issues"
 AREAS = ("graphs", "attention", "moe", "quantization", "speculative", "scheduler", "cache", "pd", "lora", "amd",
@@ -844,3 +844,52 @@ def report(evidence, upgrade_to: str | None = None, entries: list[dict] | None =
             elif then.status != "no" and now.check("release").status == "not held":
                 out.brings.append(then)
     return out
+
+
+# --------------------------------------------------------------------------- coverage (docs/known-issues.md)
+
+_BANDS = (("0.3.x", "0.3", "0.4"), ("0.4.x", "0.4", "0.5"), ("0.5.0-0.5.9", "0.5", "0.5.10"),
+          ("0.5.10 and newer", "0.5.10", "9"))
+
+
+def _first_affected(entry: dict) -> str | None:
+    """The lowest release ``affected`` names with >= or ==, or None (an open lower end: "<0.3.6")."""
+    found = [r for op, r in re.findall(r"(>=|==|>)\s*([\d][\w.]*)", str(entry.get("affected") or ""))]
+    return min(found, key=Version) if found else None
+
+
+def coverage_table(entries: list[dict] | None = None) -> str:
+    """Entries by the release band of their first affected release and by area (a markdown table)."""
+    entries = load() if entries is None else entries
+    bands = [b[0] for b in _BANDS] + ["open lower end"]
+
+    def band(entry: dict) -> str:
+        first = _first_affected(entry)
+        if first is None:
+            return "open lower end"
+        return next(name for name, lo, hi in _BANDS if Version(lo) <= Version(first) < Version(hi))
+
+    rows = ["| first affected | " + " | ".join(AREAS) + " | all |", "| --- |" + " --- |" * (len(AREAS) + 1)]
+    for b in bands:
+        mine = [e for e in entries if band(e) == b]
+        rows.append(f"| {b} | " + " | ".join(str(sum(e["area"] == a for e in mine)) for a in AREAS)
+                    + f" | {len(mine)} |")
+    rows.append("| all | " + " | ".join(str(sum(e["area"] == a for e in entries)) for a in AREAS)
+                + f" | {len(entries)} |")
+    return "\n".join(rows)
+
+
+def recent_table(n: int = 20, entries: list[dict] | None = None) -> str:
+    """The ``n`` entries of the newest releases (by their fix release, or their first affected one when
+    unfixed), as a markdown table."""
+    entries = load() if entries is None else entries
+
+    def newest(entry: dict) -> Version:
+        fixed = release_or_none(entry.get("fixed_in"))
+        first = _first_affected(entry)
+        return Version(fixed or first or "0")
+
+    rows = ["| id | area | affected | fixed in | confidence |", "| --- | --- | --- | --- | --- |"]
+    for e in sorted(entries, key=lambda e: (newest(e), e["id"]), reverse=True)[:n]:
+        rows.append(f"| `{e['id']}` | {e['area']} | `{e['affected']}` | {e.get('fixed_in')} | {e['confidence']} |")
+    return "\n".join(rows)
