@@ -132,6 +132,14 @@ def apply(ev, res: Resolution) -> None:
         if c.field not in kept:
             ev.args[c.field] = c.resolved
             ev.unknown.pop(c.field, None) if c.field in ev.unknown and c.field not in ev.asked_unknown else None
+    # A field whose last write this reading could not decide is not known to hold its earlier value: a rule
+    # must not read the default as what the server runs with (it asks instead). What the launch asked stays.
+    last = {c.field: c for c in res.changes}
+    for name, c in last.items():
+        if not c.decided and name not in kept and name not in (ev.explicit or {}):
+            ev.unknown.setdefault(name, f"sglang {res.version} may set it at {c.site}"
+                                        f"{' [' + c.rule + ']' if c.rule else ''}: "
+                                        f"{c.needs or 'a guard this reading cannot decide'}")
 
 
 def _read_from_server(ev) -> bool:
