@@ -420,6 +420,22 @@ def _release(entry: dict, case) -> Check:
            else f"{basis}: {told}" if basis in ("stated", "inferred", "assumed") and told
            else f"assumed: {told}" if told else "assumed: its source is not recorded")
     spec = _spec(affected)
+    guess = getattr(case.ev, "version_guess", None)
+    if basis in ("inferred", "assumed") and spec is not None:
+        # nobody told the release: the entry holds when every release that fits the evidence is affected, and
+        # fails when none is; otherwise the release decides, and it is not known
+        fits = [r for r in (getattr(guess, "fits", None) or []) if release_or_none(r)]
+        if not fits:
+            return Check("release", "unknown", f"sglang {version} is {basis}, and no release here fits the evidence",
+                         NEEDS["release"])
+        inside = [r for r in fits if Version(r) in spec]
+        span = fits[0] if len(fits) == 1 else f"{fits[0]}-{fits[-1]}"
+        if len(inside) == len(fits):
+            return Check("release", "held", f"every release that fits the evidence ({span}, {basis}) is in {affected}")
+        if not inside:
+            return Check("release", "not held", f"no release that fits the evidence ({span}, {basis}) is in {affected}")
+        return Check("release", "unknown", f"of the releases that fit the evidence ({span}, {basis}), "
+                     f"{inside[0]}-{inside[-1]} are in {affected} and the others are not", NEEDS["release"])
     try:
         inside = spec is not None and Version(version) in spec
     except InvalidVersion:
