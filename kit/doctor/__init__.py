@@ -137,7 +137,8 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             case.found.append(one.id)
     _within_the_room(case, findings)
     priority = {r.id: r.priority for r in chosen}
-    findings.sort(key=lambda f: (f.estimate.rank, -priority.get(f.id, 0), f.id))
+    # at the same estimate, what the case's own evidence shows before a known issue matched from the database
+    findings.sort(key=lambda f: (f.estimate.rank, f.id == "known-issue", -priority.get(f.id, 0), f.id))
     findings, set_aside = reconcile(findings, case)
     diagnosis = Diagnosis(evidence.target, evidence.version, findings, evidence.hardware, case.roofline, problems,
                           skipped, checked, dict(evidence.sources), evidence.command,
