@@ -309,16 +309,16 @@ class UpgradeDiff:
                  ("Asked flags deprecated", [f"sglang {d['version']}: {d['flag']}: {d['note']}" for d in self.deprecated]),
                  ("Fields added", [_only_line(i, 1000).strip() for i in self.added]),
                  ("Fields removed", [_only_line(i, 1000).strip() for i in self.removed]))
-        if self.known is not None:
-            k = self.known
-            lists += (("Known issues fixed by the upgrade", [f"{m.id} [{m.status}]: {m.entry.get('title', '')}"
-                                                            for m in k.fixes]),
-                      ("Known issues the upgrade brings", [f"{m.id} [{m.status}]: {m.entry.get('title', '')}"
-                                                           for m in k.brings]))
         for title, items in lists:
             lines = "".join(f"<li>{e(i)}</li>" for i in items)
             parts.append(f"<details{' open' if 'flags' in title else ''}><summary><b>{title} ({len(items)})</b>"
                          f"</summary><ul>{lines}</ul></details>")
+        if self.known is not None:  # the known issues, as the table `sgl-kit known-issues --upgrade-to` prints
+            for title, which in (("Known issues fixed by the upgrade", "fixes"),
+                                 ("Known issues the upgrade brings", "brings")):
+                frame = self.known.to_frame(which)
+                parts.append(f"<details open><summary><b>{title} ({len(frame)})</b></summary>"
+                             + (frame.to_html(index=False) if len(frame) else "<p>none</p>") + "</details>")
         return "<div>" + "".join(parts) + "</div>"
 
 

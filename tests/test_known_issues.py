@@ -301,6 +301,16 @@ def test_an_issue_of_the_traffic_is_a_question_about_the_traffic_not_a_finding(e
     assert f"if the traffic has {entry['workload']}" in q
 
 
+def test_the_notebook_table_holds_what_the_text_lists():
+    found = ki.report(ki.evidence_for("0.4.6", "h100"), upgrade_to="0.5.23")
+    for which in ("matches", "partial", "fixes", "brings"):
+        frame = found.to_frame(which)
+        assert list(frame["id"]) == [m.id for m in getattr(found, which)]
+        assert all(f"- {i} [" in found.to_text() for i in frame["id"])
+    assert found._repr_html_().count("<table") == sum(bool(getattr(found, w)) for w in
+                                                      ("matches", "partial", "fixes", "brings"))
+
+
 # --------------------------------------------------------------------------- the CLI
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:

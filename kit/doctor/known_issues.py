@@ -783,6 +783,33 @@ class Report:
                               "brings": [m.to_dict() for m in self.brings]}
         return out
 
+    def to_frame(self, which: str = "matches"):
+        """One row per entry of ``which`` (matches, partial, fixes or brings): id, status, title, affected,
+        fixed in, the traffic it needs, the first source."""
+        import pandas as pd
+
+        rows = [{"id": m.id, "status": m.status, "title": " ".join(str(m.entry.get("title", "")).split()),
+                 "affected": m.entry.get("affected"), "fixed in": m.entry.get("fixed_in"),
+                 "only if the traffic has": m.entry.get("workload") or "", "source": first_source(m.entry)}
+                for m in getattr(self, which)]
+        return pd.DataFrame(rows, columns=["id", "status", "title", "affected", "fixed in",
+                                           "only if the traffic has", "source"])
+
+    def _repr_html_(self) -> str:
+        import html as _html
+
+        parts = [f"<p><b>{_html.escape(self.to_text().splitlines()[0])}</b></p>"]
+        parts += [f"<p style='color:#a00'>{_html.escape(p)}</p>" for p in self.problems]
+        sections = [("Matches", "matches"), ("May apply (not checked)", "partial")]
+        if self.upgrade_to:
+            sections += [(f"Fixed by upgrading to {self.upgrade_to}", "fixes"),
+                         (f"Brought by upgrading to {self.upgrade_to}", "brings")]
+        for title, which in sections:
+            frame = self.to_frame(which)
+            parts.append(f"<p><b>{_html.escape(title)} ({len(frame)})</b></p>"
+                         + (frame.to_html(index=False) if len(frame) else "<p>none</p>"))
+        return "<div>" + "".join(parts) + "</div>"
+
     def to_text(self) -> str:
         gpus = ", ".join(f"{g['name']} ({g['vendor'] or 'vendor unknown'}, "
                          f"{'SM' + str(g['sm']) if g['sm'] else g['gfx'] or 'SM unknown'})" for g in self.gpus)
