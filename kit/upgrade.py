@@ -278,7 +278,7 @@ class UpgradeDiff:
                              (f"KNOWN ISSUES THE UPGRADE BRINGS ({len(k.brings)})", k.brings)):
             out += ["", title]
             out += [_wrap(f"{m.id} [{m.status}]: {str(m.entry.get('title', '')).strip()} ({first_source(m.entry)})"
-                          + (f"; only if the traffic has {m.entry['workload']}" if m.entry.get("workload") else ""),
+                          + (f"; only with {m.entry['workload']}" if m.entry.get("workload") else ""),
                           width, "  ", "      ") for m in items] or ["  (none)"]
         if k.fixes or k.brings:
             out.append(_wrap("[partial]: a key of its trigger is unknown here (the GPU, the model): "

@@ -298,7 +298,7 @@ def test_an_issue_of_the_traffic_is_a_question_about_the_traffic_not_a_finding(e
     d = diagnose(generated(entry), only=KNOWN)  # the launch meets every key of the trigger
     assert not [f for f in d.findings if entry["id"] in f.title]
     (q,) = [q for q in d.open_questions if entry["id"] in q]
-    assert f"if the traffic has {entry['workload']}" in q
+    assert f"only with {entry['workload']}" in q
 
 
 def test_the_notebook_table_holds_what_the_text_lists():

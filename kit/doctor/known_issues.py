@@ -52,8 +52,9 @@ TRIGGER_KEYS = {
 REQUIRED = ("id", "title", "area", "sources", "affected", "fixed_in", "fixed_basis", "trigger", "symptom", "fix",
             "confidence", "excerpt")
 OPTIONAL = ("fixed_check", "introduced_basis", "introduced_check", "confirm", "notes", "note", "workload")
-# workload: what the requests must do for the issue to matter ("streaming requests with stop strings"), a
-# condition no launch, log or config shows: a match is then an open question about the traffic, not a finding.
+# workload: what the requests (or the deployment around the server, such as where the checkpoint is read from)
+# must have for the issue to matter ("streaming requests that carry stop strings"), a condition no launch, log
+# or config shows: a match is then an open question ("only with ..."), not a finding.
 # introduced_check: the line of the slow code path in the first affected release's wheel; absent_in (the
 # release before, without it, a note in parentheses allowed), also_in and last_in (releases that still have it).
 INTRODUCED_CHECK_KEYS = ("release", "file", "text", "absent_in", "also_in", "last_in")
@@ -790,10 +791,10 @@ class Report:
 
         rows = [{"id": m.id, "status": m.status, "title": " ".join(str(m.entry.get("title", "")).split()),
                  "affected": m.entry.get("affected"), "fixed in": m.entry.get("fixed_in"),
-                 "only if the traffic has": m.entry.get("workload") or "", "source": first_source(m.entry)}
+                 "only with": m.entry.get("workload") or "", "source": first_source(m.entry)}
                 for m in getattr(self, which)]
         return pd.DataFrame(rows, columns=["id", "status", "title", "affected", "fixed in",
-                                           "only if the traffic has", "source"])
+                                           "only with", "source"])
 
     def _repr_html_(self) -> str:
         import html as _html
@@ -842,7 +843,7 @@ def _short_lines(m: Match) -> list[str]:
             f"    affected {e.get('affected')}, "
             + ("no fix known" if e.get("fixed_in") in (None, "unfixed") else f"fixed in {e.get('fixed_in')}")
             + f"; {', '.join(e.get('sources') or [])}"] + (
-        [f"    only if the traffic has {' '.join(str(e['workload']).split())}"] if e.get("workload") else [])
+        [f"    only with {' '.join(str(e['workload']).split())}"] if e.get("workload") else [])
 
 
 def _match_lines(m: Match) -> list[str]:

@@ -49,7 +49,7 @@ def _expand(case: Case) -> list[Rule]:
                 case.questions.append(m.question())
         elif m.entry.get("workload"):  # the launch meets it; whether the traffic does, no evidence shows
             case.questions.append(f"known issue {m.id} ({known_issues.first_source(m.entry)}) applies to this launch "
-                                  f"if the traffic has {m.entry['workload'].strip()}: {m.entry['title'].strip()}; "
+                                  f"only with {m.entry['workload'].strip()}: {m.entry['title'].strip()}; "
                                   f"{_fixed_in(m.entry)}")
         elif fields and fields <= case.covered:
             case.questions.append(f"known issue {m.id} ({known_issues.first_source(m.entry)}) describes the cause a "
