@@ -159,6 +159,29 @@ def test_flags_and_numbers_named_in_sentences_are_read(tmp_path):
     assert ev.decode["max_running_req"] == 15 and "line 2" in ev.sources["decode"]
 
 
+@pytest.mark.parametrize("sentence, expected", [
+    ("We launch with `--speculative-algorithm EAGLE --speculative-num-steps 5` on H100.",
+     {"speculative_algorithm": "EAGLE", "speculative_num_steps": 5}),  # a choice in capitals
+    ("Set --attention-backend fa3.", {"attention_backend": "fa3"}),  # the sentence's full stop is not the value's
+    ("with --mem-fraction-static 0.8.", {"mem_fraction_static": 0.8}),
+    ("the `--fp4-gemm-backend` help now says", None),  # a word that is none of the flag's choices is no value
+])
+def test_flag_values_in_sentences(sentence, expected, tmp_path):
+    from kit.server_args import flag_table
+    from kit.server_args.prose import prose_flags
+    from kit.witness import source_tree
+
+    read = prose_flags(sentence, flag_table(source_tree(sglang="0.5.11")))
+    assert (None if read is None else dict(read.explicit)) == expected
+
+
+def test_the_gpus_of_a_posted_check_env_are_read():
+    ev = from_files(paste=str(ROOT / "tests" / "data" / "known_issue_evidence" / "sglang-7070-v047-qwen3" / "comment.md"))
+    assert [g.name for g in ev.hardware.gpus] == ["NVIDIA RTX 6000 Ada Generation"] * 4  # "GPU 0,1,2,3: ..."
+    assert "check_env output" in ev.sources["hardware"]
+    assert ev.version == "0.4.7"  # its "sglang: 0.4.7" line
+
+
 def test_a_gpu_named_in_a_real_posts_sentences_is_read_as_named():
     ev = from_files(paste=str(INCIDENTS / "sglang-40346-rtx5090-graph-bs-48" / "pr.md"), sglang="0.5.20")
     assert [g.name for g in ev.hardware.gpus] == ["NVIDIA GeForce RTX 5090"]

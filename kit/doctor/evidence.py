@@ -466,6 +466,8 @@ def _paste_rest(ev: Evidence, where: str, found) -> None:
     for kind in ("nvidia_smi", "nvidia_smi_csv", "topo", "p2p"):
         for piece in found.of(kind):
             _hardware_text(ev, kind, piece.text, f"{where} {piece.where}")
+    for piece in found.of("check_env"):
+        _check_env_gpus(ev, piece.text, f"{where} {piece.where}")
     for piece in found.of("config_json"):
         ev.model_config = json.loads(piece.text)
         ev.sources["model_config"] = f"{where} {piece.where}"
@@ -503,6 +505,22 @@ def _hardware_text(ev: Evidence, kind: str, text: str, where: str) -> None:
             ev.sources["p2p" if kind == "p2p" else "topology"] = where
     except KitError as err:
         ev.problem(f"{kind} in {where}", err)
+
+
+def _check_env_gpus(ev: Evidence, text: str, where: str) -> None:
+    """``python -m sglang.check_env`` names the GPUs ("GPU 0,1,2,3: NVIDIA H100 80GB HBM3"): read them when no
+    nvidia-smi output gave them (names and count only: no memory, no topology)."""
+    from kit.hardware import GPU, Hardware
+
+    if getattr(ev.hardware, "gpus", None):
+        return
+    gpus = [GPU(int(i), name.strip()) for ids, name in re.findall(r"^\s*GPU ([\d,\s]+):\s*(\S.*?)\s*$", text, re.M)
+            for i in ids.split(",") if i.strip().isdigit()]
+    if gpus:
+        hw = Hardware(where, sorted(gpus, key=lambda g: g.index), note=f"GPUs named by check_env output in {where}, "
+                      "not read from nvidia-smi")
+        ev.hardware = _merge_hw(ev.hardware, hw) if ev.hardware is not None else hw
+        ev.sources["hardware"] = f"check_env output in {where} (names and count; no memory or links)"
 
 
 def _merge_hw(old, new):

@@ -22,7 +22,7 @@ from .launch_text import LaunchRead, _read_flags
 __all__ = ["prose_decode", "prose_flags"]
 
 _FLAG = re.compile(r"(?<![\w/.-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?:=([^\s,;)]+)|[ \t]+([^\s,;:)]+))?")
-_VALUE = re.compile(r"^(?:[\d.]+[kKmM]?|[\w./-]*[\d/_.][\w./-]*|[a-z][a-z0-9_-]*)$")
+_VALUE = re.compile(r"^(?:[\d.]+[kKmM]?|[\w./-]*[\d/_.][\w./-]*|[A-Za-z][A-Za-z0-9_-]*)$")
 # A line that holds a command (even inline, in a sentence) is the launch reader's: its flags belong to that
 # command, and a docker line whose flags follow the image with no launcher is no sglang launch at all.
 _COMMAND_LINE = re.compile(r"sglang[. ]launch_server|sglang\s+serve|\b(?:docker|podman)\s+run\b|\bpython3?\s|"
@@ -49,8 +49,12 @@ def prose_flags(text: str, flags: FlagTable, *, where: str = "", skip: set[int] 
             if hit is None:
                 continue
             spec = hit[0]
+            if inline is not None:
+                inline = _sentence_end(inline)
             words.append(Word(option if inline is None else f"{option}={inline}", origin))
-            if inline is None and after and spec.arity[1] and _VALUE.match(after) and not after.startswith("-"):
+            after = _sentence_end(after) if after else after
+            if inline is None and after and spec.arity[1] and _VALUE.match(after) and not after.startswith("-") \
+                    and (not spec.choices or after in {str(c) for c in spec.choices}):  # "the --x help says"
                 words.append(Word(after, origin))
     if not words:
         return None
@@ -58,6 +62,11 @@ def prose_flags(text: str, flags: FlagTable, *, where: str = "", skip: set[int] 
     _read_flags(words, flags, read)
     read.notes.append("flags named in sentences, not a launch command: the fields they do not name are unknown")
     return read if read.flags else None
+
+
+def _sentence_end(value: str) -> str:
+    """A value written at the end of a sentence, without the sentence's full stop ("--attention-backend fa3.")."""
+    return value[:-1] if len(value) > 1 and value.endswith(".") else value
 
 
 def prose_decode(text: str, *, skip: set[int] | None = None) -> list[DecodeStat]:
