@@ -124,8 +124,12 @@ class Match:
         e = self.entry
         held = "; ".join(c.fact for c in self.held) or "nothing known holds yet"
         unknown = ", ".join(c.key for c in self.unknown)
+        fix = e.get("fix") or {}
+        remedy = ([f"upgrade to {fix['upgrade_to']}"] if fix.get("upgrade_to") else []) + \
+            [f"workaround {w}" for w in fix.get("workaround") or []]
         return (f"known issue {self.id} ({e.get('title', '').strip()}; {first_source(e)}) may apply: {held}; "
-                f"not checked: {unknown}: needs {'; '.join(self.needs)}")
+                f"not checked: {unknown}: needs {'; '.join(self.needs)}"
+                + (f"; if it does: {', '.join(remedy)}" if remedy else ""))
 
     def to_dict(self) -> dict:
         e = self.entry
