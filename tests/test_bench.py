@@ -252,30 +252,42 @@ def test_poisson_arrivals_record_scheduled_time_and_wait(server, tmp_path):
         assert r.start_s >= r.scheduled_s and r.wait_s == pytest.approx(r.start_s - r.scheduled_s)
 
 
-def test_compare_finds_known_differences(tmp_path):
+def test_compare_finds_a_known_difference_between_real_runs(tmp_path):
     # Each server in its own process: in ours, its schedule would share the client's GIL and drift under load.
+    # The two runs go side by side, so that the load on this machine reaches both alike. Their rates differ by
+    # 2x: timing on a shared 2-core machine moves a measured rate by several percent (this test once saw a
+    # same-rate pair differ by over 3% with three busy loops beside it), so a small difference would test the
+    # machine, not compare(); compare's verdicts on equal and near distributions are checked without timing
+    # in test_compare_on_equal_and_shifted_samples.
     from concurrent.futures import ThreadPoolExecutor
 
-    # The two runs of the same configuration go side by side, on two servers of the same rate, so that a
-    # change of load on this machine during the test reaches both alike (run one after the other, a busy
-    # second run reads as a regression).
     with _ServerProcess("--rate", "300", "--ttft", "0.005") as slow, \
-            _ServerProcess("--rate", "300", "--ttft", "0.005") as slow_twin, \
-            _ServerProcess("--rate", "360", "--ttft", "0.005") as fast:
+            _ServerProcess("--rate", "600", "--ttft", "0.005") as fast:
         opts = {"requests": 12, "concurrency": 4, "max_tokens": 60}
         with ThreadPoolExecutor(2) as pool:
-            a, a2 = pool.map(lambda job: _run(job[0], tmp_path, job[1], **opts),
-                             [(slow, "slow"), (slow_twin, "slow2")])
-        b = _run(fast, tmp_path, "fast", **opts)
+            a, b = pool.map(lambda job: _run(job[0], tmp_path, job[1], **opts), [(slow, "slow"), (fast, "fast")])
     better = compare(a, b)
     assert better.verdict == "improved" and better.ci_low > 0
-    assert better.rel_diff == pytest.approx(0.2, abs=0.05)
+    assert 0.3 < better.rel_diff < 1.3  # 2x the rate: +100%, less where the client's own work caps the fast side
     assert compare(b.path, a.path).verdict == "regressed"  # from the files, as the CLI does
-    # Two servers of one rate, measured side by side on a loaded 2-core machine, differ by up to ~1.5%
-    # (seen with two busy loops running), above compare's 1% default: 3% is the effect this set-up resolves.
-    same = compare(a, a2, min_effect=0.03)
-    assert same.verdict == "no significant change"
-    assert abs(same.rel_diff) < 0.03
+
+
+def test_compare_on_equal_and_shifted_samples():
+    import numpy as np
+
+    from kit.bench import RequestResult
+
+    def run(rng, mean):
+        rows = [RequestResult(i, ok=True, decode_tok_s=float(x)) for i, x in enumerate(rng.normal(mean, 2.0, 12))]
+        return BenchRun(BenchConfig(label=str(mean)), "http://x", rows)
+
+    verdicts = [compare(run(np.random.default_rng(s), 50.0), run(np.random.default_rng(s + 100), 50.0), seed=s).verdict
+                for s in range(20)]
+    assert verdicts.count("no significant change") >= 18  # equal distributions: a difference is rarely called
+    shifted = [compare(run(np.random.default_rng(s), 50.0), run(np.random.default_rng(s + 100), 60.0), seed=s)
+               for s in range(20)]
+    assert all(c.verdict == "improved" for c in shifted)  # +20%, 5 standard deviations: always found
+    assert all(c.rel_diff == pytest.approx(0.2, abs=0.05) for c in shifted)
 
 
 def test_a_run_file_keeps_no_key_the_server_reports(tmp_path):
