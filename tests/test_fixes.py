@@ -345,3 +345,16 @@ def test_the_doctors_hints_do_not_name_tp_size_an_option_it_does_not_have():
     told = [(where, option) for where, words, option in _hints() if words == ["doctor"]]
     assert ("kit/doctor/fixcheck.py" in " ".join(w for w, _ in told))  # "(give --sglang VERSION)" is read
     assert not [t for t in told if t[1] in ("--tp-size", "--tp")]
+
+
+def test_an_undecided_check_counts_for_a_fix_only_when_it_reads_a_changed_field():
+    from kit.doctor.fixcheck import touches
+
+    fields = {"speculative_num_steps", "speculative_moe_runner_backend", "mamba_scheduler_strategy", "tp_size"}
+    steps = {"speculative_num_steps": 3}
+    # sglang 0.5.11 server_args.py:3306, undecided statically: another field that shares a word
+    assert not touches("not (self.speculative_moe_runner_backend is None) and not (not MoeRunnerBackend("
+                       "self.speculative_moe_runner_backend).is_flashinfer_trtllm())", steps, fields)
+    assert touches("self.speculative_num_steps < 1", steps, fields)
+    # a method that reads the field: a long word of its name inside a name that is no field
+    assert touches("self.enable_mamba_extra_buffer()", {"mamba_scheduler_strategy": "extra_buffer"}, fields)

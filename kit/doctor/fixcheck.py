@@ -82,9 +82,8 @@ def check_fixed_launch(case, findings, fixed_command: str | None) -> FixCheck | 
     # an undecided check counts when it speaks of what the fixes change (``enable_mamba_extra_buffer()``
     # reads mamba_scheduler_strategy): the launch's own flags passed sglang's checks when it ran
     # (a field's name, or a long word of it: a method such as ``enable_mamba_extra_buffer()`` reads it)
-    words = [re.compile(rf"\b{re.escape(name)}\b") for name in setting]
-    words += [re.compile(re.escape(w)) for name in setting for w in name.split("_") if len(w) > 4]
-    touching = [c for c in report.unchecked if any(w.search(c.condition) for w in words)]
+    fields = set(values) | set(case.ev.args or {})
+    touching = [c for c in report.unchecked if touches(c.condition, setting, fields)]
     if touching:
         return FixCheck("may be refused", f"sglang {version} may refuse it at startup: of "
                         f"{len(report.checks)} checks read, {len(report.unchecked)} are unchecked, these on the changed "
@@ -95,6 +94,17 @@ def check_fixed_launch(case, findings, fixed_command: str | None) -> FixCheck | 
                     f"every raise and assert of the resolution read from {read}"
                     + (f" ({shown})" if shown else "")
                     + "; read statically (no dry-run: " + _why_no_dry_run(case, version) + ")", _checks_dict(report))
+
+
+def touches(condition: str, setting, fields) -> bool:
+    """Whether a startup check's condition reads a field of ``setting``: the field's name, or a long word of it
+    inside a name that is no other field (``enable_mamba_extra_buffer()`` reads mamba_scheduler_strategy, but a
+    check on ``speculative_moe_runner_backend`` does not read speculative_num_steps)."""
+    parts = {w for name in setting for w in name.split("_") if len(w) > 4}
+    for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", condition):
+        if name in setting or (name not in fields and any(w in name for w in parts)):
+            return True
+    return False
 
 
 def _ran(case) -> dict | None:
