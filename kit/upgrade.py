@@ -173,7 +173,7 @@ class UpgradeDiff:
     tp: int | None = None
     seconds: float = 0.0
     paths: dict[str, dict] = field(default_factory=dict)  # version -> mechanism -> its gate chain, summed up
-    known: Any = None  # kit.doctor.known_issues.Report of the first version, upgraded to the last
+    known: Any = None  # kit.doctor.known_report.Report of the first version, upgraded to the last
 
     @property
     def compared(self) -> list[str]:
@@ -264,27 +264,8 @@ class UpgradeDiff:
                 out.append("  (none)")
         if self.hidden:
             out += ["", f"hidden (they differ on every start): {', '.join(self.hidden)}"]
-        return "\n".join(out + paths_text(self.paths, self.compared, width) + self._known_lines(width))
-
-    def _known_lines(self, width: int) -> list[str]:
-        """The known performance issues the upgrade fixes and brings (as `sgl-kit known-issues --upgrade-to`)."""
-        from .doctor.known_issues import first_source
-
-        k = self.known
-        if k is None:
-            return []
-        out = []
-        for title, items in ((f"KNOWN ISSUES FIXED BY THE UPGRADE ({len(k.fixes)})", k.fixes),
-                             (f"KNOWN ISSUES THE UPGRADE BRINGS ({len(k.brings)})", k.brings)):
-            out += ["", title]
-            out += [_wrap(f"{m.id} [{m.status}]: {str(m.entry.get('title', '')).strip()} ({first_source(m.entry)})"
-                          + (f"; only with {m.entry['workload']}" if m.entry.get("workload") else ""),
-                          width, "  ", "      ") for m in items] or ["  (none)"]
-        if k.fixes or k.brings:
-            out.append(_wrap("[partial]: a key of its trigger is unknown here (the GPU, the model): "
-                             f"`sgl-kit known-issues --sglang {k.version} --upgrade-to {k.upgrade_to}` with --gpu and "
-                             "--model says what each needs", width, "  ", "      "))
-        return out
+        known = self.known.upgrade_lines(width) if self.known is not None else []
+        return "\n".join(out + paths_text(self.paths, self.compared, width) + known)
 
     def _row_lines(self, r: UpgradeRow) -> list[str]:
         tag = {"renamed": "  [renamed]", "renamed-changed": "  [renamed]"}.get(r.kind, "")
@@ -396,24 +377,14 @@ def upgrade_diff(
     _deprecations(sides, out)
     _compare(sides, live, out)
     out.paths = fast_paths(sides, live, model)
-    out.known = _known_issues(sides[live[0]], live[-1], gpu, model, tp)
+    from .doctor.known_report import for_launch
+
+    first = sides[live[0]]
+    out.known = for_launch(first.version, {k: v for k, v in first.values.items() if "." not in k},
+                           f"the launch as sglang {first.version} resolved it ({first.method})", upgrade_to=live[-1],
+                           gpu=gpu, model=None if isinstance(model, Mapping) else model, tp=tp, tree=first.tree)
     out.seconds = time.monotonic() - started
     return out
-
-
-def _known_issues(first: _Side, last: str, gpu, model, tp):
-    """sglang's known performance issues (kit/data/known_issues) for this launch on the first version: those
-    the upgrade to ``last`` fixes and those it brings, matched as `sgl-kit known-issues --upgrade-to` does."""
-    from .doctor import known_issues
-    from .doctor.evidence import Evidence
-
-    ev = Evidence("upgrade-diff")
-    ev.args = {k: v for k, v in first.values.items() if "." not in k}  # the launch as the first version resolved it
-    ev.sources["args"] = f"the launch as sglang {first.version} resolved it ({first.method})"
-    ev.tree = first.tree
-    model = None if isinstance(model, Mapping) or model is None else str(model)
-    ev = known_issues.evidence_for(first.version, gpu, model, count=tp or 1, evidence=ev)
-    return known_issues.report(ev, upgrade_to=last)
 
 
 def _methods(names: list[str], method: str, notes: list[str]) -> dict[str, str]:

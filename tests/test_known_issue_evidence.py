@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from kit.doctor import from_files, known_issues
+from kit.doctor.known_report import report
 
 CASES = Path(__file__).parent / "data" / "known_issue_evidence"
 ALL = sorted(p.parent for p in CASES.glob("*/case.yaml"))
@@ -44,7 +45,7 @@ def test_the_entry_meets_its_threads_evidence(path):
     case = _case(path)
     ev = from_files(paste=[str(path / f) for f in case["files"]], sglang=case.get("sglang"))
     ev = known_issues.evidence_for(case.get("sglang"), case.get("gpu"), case.get("model"), evidence=ev)
-    found = known_issues.report(ev)
+    found = report(ev)
     status = {m.id: m.status for m in found.matches + found.partial}
     assert status.get(case["entry"]) == case["expect"], (
         f"{case['entry']}: {status.get(case['entry'], 'no match')}, expected {case['expect']}; problems: "

@@ -302,7 +302,9 @@ def test_an_issue_of_the_traffic_is_a_question_about_the_traffic_not_a_finding(e
 
 
 def test_the_notebook_table_holds_what_the_text_lists():
-    found = ki.report(ki.evidence_for("0.4.6", "h100"), upgrade_to="0.5.23")
+    from kit.doctor.known_report import report
+
+    found = report(ki.evidence_for("0.4.6", "h100"), upgrade_to="0.5.23")
     for which in ("matches", "partial", "fixes", "brings"):
         frame = found.to_frame(which)
         assert list(frame["id"]) == [m.id for m in getattr(found, which)]

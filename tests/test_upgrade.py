@@ -182,11 +182,12 @@ def test_a_version_without_an_environment_names_the_setup_command(capsys, monkey
 @pytest.mark.slow
 def test_the_known_issues_the_upgrade_fixes_are_those_of_the_known_issues_command(incident):
     from kit.doctor import known_issues
+    from kit.doctor.known_report import report
 
     fixed = {m.id: m.status for m in incident.known.fixes}
     # 0.5.11 resolved disable_piecewise_cuda_graph=True for the Qwen3.6 (Qwen3_5ForConditionalGeneration) model
     assert fixed.get("ki-qwen35-prefill-graph-off-as-multimodal") == "matches"
-    alone = known_issues.report(known_issues.evidence_for(FROM, "a6000", str(MODEL), count=2), upgrade_to=TO)
+    alone = report(known_issues.evidence_for(FROM, "a6000", str(MODEL), count=2), upgrade_to=TO)
     assert {m.id for m in alone.fixes if m.status == "matches"} <= set(fixed)  # the launch narrows, never widens
     text = incident.to_text()
     assert "KNOWN ISSUES FIXED BY THE UPGRADE" in text and "ki-qwen35-prefill-graph-off-as-multimodal" in text

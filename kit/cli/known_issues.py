@@ -70,7 +70,9 @@ def cmd_known_issues(args) -> int:
         evidence = from_files(command=args.command, log=args.log, sglang=version,
                               package_dir=getattr(args, "package_dir", None))
     evidence = known_issues.evidence_for(version, args.gpu, args.model, evidence=evidence)
-    found = known_issues.report(evidence, upgrade_to=upgrade)
+    from kit.doctor.known_report import report
+
+    found = report(evidence, upgrade_to=upgrade)
     if getattr(args, "json", False):
         emit_json(found.to_dict())
     else:

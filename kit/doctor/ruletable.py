@@ -28,7 +28,7 @@ def rule_table() -> str:
 
 def tables() -> dict[str, tuple[str, str]]:
     """name -> (the doc it goes in, the table as generated now)."""
-    from .known_issues import coverage_table, recent_table
+    from .known_report import coverage_table, recent_table
 
     return {"facts": ("docs/guide.md", fact_table()), "rules": ("docs/guide.md", rule_table()),
             "coverage": ("docs/known-issues.md", coverage_table()), "recent": ("docs/known-issues.md", recent_table())}
