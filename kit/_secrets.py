@@ -61,13 +61,13 @@ _VALUE_KEYS = ("value", "text", "raw", "values", "default")
 def mask_named(value):
     """A copy of a JSON-like value in which every value kept under a secret-looking name is ``<redacted>``:
     a key (``{"api_key": "sk-..."}``), or a mapping that names a secret flag beside its value
-    (``{"option": "--api-key", "value": "sk-..."}``). Empty and None values stay as they are."""
+    (``{"option": "--api-key", "value": "sk-..."}``). Only text is a secret: None, numbers and booleans stay."""
     if isinstance(value, dict):
         named = any(isinstance(value.get(k), str) and is_secret_name(value[k].lstrip("-")) for k in _NAMING_KEYS)
         out = {}
         for k, v in value.items():
             secret = (isinstance(k, str) and is_secret_name(k)) or (named and k in _VALUE_KEYS)
-            out[k] = MASK if secret and v not in (None, "", [], {}) and not isinstance(v, bool) else mask_named(v)
+            out[k] = MASK if secret and isinstance(v, str) and v else mask_named(v)  # a count stays a count
         return out
     if isinstance(value, (list, tuple)):
         return [mask_named(v) for v in value]

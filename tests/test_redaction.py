@@ -451,3 +451,18 @@ def test_a_really_executed_notebook_lists_only_the_random_string_it_printed(tmp_
     assert token in (tmp_path / "x.html").read_text()
     build_report([tmp_path / "x.ipynb"], tmp_path / "s.html", strict=True)
     assert token not in (tmp_path / "s.html").read_text()
+
+
+def test_values_under_secret_names_are_masked_and_counts_stay():
+    from kit._secrets import MASK, mask_named
+
+    data = {"server_args": {"api_key": "sk-live-1a2b3c4d", "admin_api_key": None, "tp_size": 2},
+            "flags": [{"option": "--api-key", "value": "sk-live-1a2b3c4d", "origin": "launch.sh:3"},
+                      {"option": "--tp-size", "value": 2}],
+            "masked": {"api_key": 2}, "max_total_tokens": 16384, "tokenizer_path": "/models/x"}
+    out = mask_named(data)
+    assert out["server_args"] == {"api_key": MASK, "admin_api_key": None, "tp_size": 2}
+    assert out["flags"][0] == {"option": "--api-key", "value": MASK, "origin": "launch.sh:3"}
+    assert out["flags"][1] == {"option": "--tp-size", "value": 2}
+    assert out["masked"] == {"api_key": 2}  # a count of secrets is no secret
+    assert out["max_total_tokens"] == 16384 and out["tokenizer_path"] == "/models/x"
