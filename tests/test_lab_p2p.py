@@ -53,7 +53,9 @@ def test_the_doctor_finds_p2p_missing_models_it_and_offers_no_fix_for_gns(lab, t
     # GNS: the GPU itself offers no peer access, so nothing is prescribed and nothing is planned
     assert p2p.changes == [] and p2p.advice == [] and "GNS" in p2p.avoid[0]
     assert p2p.sites and p2p.sites[0].startswith("srt/distributed/device_communicators/custom_all_reduce_utils.py:")
-    assert not any("max-running" in q for q in diagnosis.open_questions)  # it does not bear on one stream
+    # the cap does not bear on one stream: no question of the rule's (the known issue's asks "only with more than
+    # 48 requests at once", which is conditional by its own words)
+    assert not any("max-running" in q and not q.startswith("known issue") for q in diagnosis.open_questions)
     assert investigation.fix_plan(diagnosis, server) == []
 
 
