@@ -229,7 +229,9 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, 
     if data.get("unexplained_tok_s"):
         say(f"Unexplained: {data['unexplained_tok_s']:.1f} tok/s of the gap to the baseline; no fix measured here "
             "closes it. What else to check, and what would decide it (the doctor's list):")
-        for question in data.get("open_questions") or []:
+        from .doctor.result import brief_questions
+
+        for question in brief_questions(data.get("open_questions") or []):
             say(f"  - {question}")
     if pays and pays.get("steps"):
         say("Where the refused fix would pay (the lab's launch without speculative decoding, where no check of the "

@@ -182,8 +182,10 @@ class Validation:
         if self.symptom_gone is False:
             lines.append(f"The rest of the gap, {self.baseline_tok_s - self.after:.1f} tok/s, is unexplained: no fix "
                          "measured here closes it. What else to check, and what would decide it:")
-            lines += [f"  - {q}" for q in self.open_questions or ["nothing the doctor could name: compare the "
-                                                                  "baseline's launch and version by hand"]]
+            from .doctor.result import brief_questions
+
+            lines += [f"  - {q}" for q in brief_questions(self.open_questions) or [
+                "nothing the doctor could name: compare the baseline's launch and version by hand"]]
         return "\n".join(lines + self.notes)
 
     def _nothing_to_fix(self) -> str:

@@ -301,6 +301,19 @@ def test_an_issue_of_the_traffic_is_a_question_about_the_traffic_not_a_finding(e
     assert f"only with {entry['workload']}" in q
 
 
+def test_a_summary_counts_the_issues_of_the_traffic_and_keeps_the_cases_own_questions():
+    from kit.doctor.result import brief_questions
+
+    entries = [e for e in ENTRIES if e.get("workload")][:3]
+    questions = ["the GPUs' links were not read: `nvidia-smi topo -m`"]
+    for entry in entries:
+        questions += [q for q in diagnose(generated(entry), only=KNOWN).open_questions if entry["id"] in q]
+    brief = brief_questions(questions)
+    assert brief[0] == questions[0] and len(brief) == 2
+    assert brief[1].startswith(f"{len(entries)} known issue(s)") and not any(e["id"] in brief[1] for e in entries)
+    assert brief_questions(questions[:1]) == questions[:1]
+
+
 def test_the_notebook_table_holds_what_the_text_lists():
     from kit.doctor.known_report import report
 

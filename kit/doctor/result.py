@@ -354,6 +354,23 @@ class Diagnosis:
 
 
 
+# How kit.doctor.rules_known words a known issue that this launch meets but that matters only for some
+# traffic (constrained requests, stop strings, images...), which no evidence of a launch shows.
+TRAFFIC_ONLY = " applies to this launch only with "
+
+
+def brief_questions(questions: list[str]) -> list[str]:
+    """What else to check, short enough for a summary: every question of the case itself, then one line
+    counting the known issues that apply only with some traffic (the doctor's own output lists each)."""
+    own = [q for q in questions if TRAFFIC_ONLY not in q]
+    traffic = len(questions) - len(own)
+    if traffic:
+        own.append(f"{traffic} known issue(s) of this release match the launch but matter only with some traffic "
+                   "(constrained decoding, stop strings, images, many requests at once...): the doctor's "
+                   "'what else to check' lists each, with its source and the release that fixes it")
+    return own
+
+
 def _apply(argv: list[str], change: Change) -> list[str]:
     """``argv`` with ``change.option`` set to its value (replacing any earlier value), or removed."""
     out, i = [], 0

@@ -10,7 +10,7 @@ import re
 
 from . import known_issues
 from .case import Case
-from .result import Change
+from .result import TRAFFIC_ONLY, Change
 from .rulebase import Fix, Impact, Rule, not_estimated, rule
 
 __all__ = ["known_matches", "trigger_fields"]
@@ -48,8 +48,8 @@ def _expand(case: Case) -> list[Rule]:
             if m.held:  # something known holds: an open question, not a guess
                 case.questions.append(m.question())
         elif m.entry.get("workload"):  # the launch meets it; whether the traffic does, no evidence shows
-            case.questions.append(f"known issue {m.id} ({known_issues.first_source(m.entry)}) applies to this launch "
-                                  f"only with {m.entry['workload'].strip()}: {m.entry['title'].strip()}; "
+            case.questions.append(f"known issue {m.id} ({known_issues.first_source(m.entry)}){TRAFFIC_ONLY}"
+                                  f"{m.entry['workload'].strip()}: {m.entry['title'].strip()}; "
                                   f"{_fixed_in(m.entry)}")
         elif fields and fields <= case.covered:
             case.questions.append(f"known issue {m.id} ({known_issues.first_source(m.entry)}) describes the cause a "
