@@ -301,6 +301,25 @@ def test_an_issue_of_the_traffic_is_a_question_about_the_traffic_not_a_finding(e
     assert f"only with {entry['workload']}" in q
 
 
+@pytest.mark.parametrize("path, status", [
+    ("/models/Qwen3-32B", "not held"),                        # names another family of the database
+    ("/models/MiniMax-M2.5", "unknown"),                       # the issue's family: only config.json tells
+    ("/models/our-finetune-v2", "unknown"),                    # names no family
+    ("/models/DeepSeek-R1-Distill-Qwen-32B", "unknown"),       # names two: the path does not tell
+])
+def test_without_config_json_a_model_path_of_another_family_rules_an_architecture_out(path, status):
+    entry = next(e for e in ENTRIES if (e.get("trigger") or {}).get("architectures") == ["MiniMaxM2ForCausalLM"])
+    ev = generated(entry)
+    ev.model_config = None
+    ev.args["model_path"] = path
+    m = ki.match(entry, Case(ev))
+    check = m.check("architectures")
+    assert check.status == status, check.fact
+    assert m.status == ("no" if status == "not held" else "partial")
+    if status == "not held":
+        assert path in check.fact and "qwen" in check.fact
+
+
 def test_a_summary_counts_the_issues_of_the_traffic_and_keeps_the_cases_own_questions():
     from kit.doctor.result import brief_questions
 

@@ -548,12 +548,39 @@ def _speculative(case, key: str, wanted: Any) -> Check:
 def _model(case, key: str, wanted: Any) -> Check:
     config = case.ev.model_config
     if config is None:
+        other = _other_family(case, wanted)
+        if other:
+            return Check(key, "not held", f"{key}: the model's config.json was not read, but the model path "
+                                          f"{other[0]!r} names a {other[1]} model; the issue needs {_either(wanted)}")
         return Check(key, "unknown", f"{key}: the model's config.json was not read", NEEDS["model"])
     if key == "architectures":
         value = config.get("architectures") or (config.get("text_config") or {}).get("architectures")
     else:
         value = [config.get("model_type"), (config.get("text_config") or {}).get("model_type")]
     return _one_of(key, value, wanted, f"config.json, {case.ev.sources.get('model_config', 'given')}")
+
+
+def _other_family(case, wanted: Any) -> tuple[str, str] | None:
+    """(model path, family) when the launch's model path names exactly one model family of the database (a word
+    of the path that begins some entry's architecture or model_type: qwen, deepseek, minimax, ...) and no name
+    the issue needs begins with it; else None (a fine-tune with its own name, two families, the same family)."""
+    known, path, _ = _arg(case, "model_path")
+    if not known or not path:
+        return None
+    named = {w for w in re.findall(r"[a-z]{3,}", str(path).lower()) if any(n.startswith(w) for n in _model_names())}
+    if len(named) != 1:
+        return None
+    (family,) = named
+    if any(str(w).lower().startswith(family) for w in _items(wanted)):
+        return None
+    return str(path), family
+
+
+@lru_cache(maxsize=1)
+def _model_names() -> frozenset[str]:
+    """Every architecture and model_type the database's triggers name, in lower case."""
+    return frozenset(str(n).lower() for e in load() for k in ("architectures", "model_type")
+                     for n in _items((e.get("trigger") or {}).get(k)))
 
 
 def gpu_facts(case) -> list[dict]:

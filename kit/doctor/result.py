@@ -329,8 +329,14 @@ class Diagnosis:
         out += ["", "hardware: " + _hardware_line(self.hardware)]
         if self.roofline is not None:
             out.append(_indent(self.roofline.to_text(), "  ") if hasattr(self.roofline, "to_text") else "")
-        if self.open_questions:
-            out += ["", "what else to check:"] + [_wrap(f"- {q}", width, "  ", "    ") for q in self.open_questions]
+        own = [q for q in self.open_questions if not q.lower().startswith("known issue ki-")]
+        known = [q for q in self.open_questions if q not in own]
+        if own:
+            out += ["", "what else to check:"] + [_wrap(f"- {q}", width, "  ", "    ") for q in own]
+        if known:
+            out += ["", f"known issues of this release that may apply ({len(known)}; what holds, and what would "
+                        "decide each):"] + [_wrap(f"- {q.removeprefix('known issue ')}", width, "  ", "    ")
+                                            for q in known]
         if self.skipped:
             out += ["", "rules not checked:"] + [_wrap(f"- {i}: {why}", width, "  ", "    ")
                                                    for i, why in self.skipped]
