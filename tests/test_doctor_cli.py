@@ -316,6 +316,24 @@ def test_gates_shows_the_check_that_refuses_the_incidents_prefill_graph(tmp_path
                for s in plain["steps"])
 
 
+def test_gates_on_a_launch_command_alone_leaves_what_sglang_computes_undecided_not_at_its_default(tmp_path):
+    # No log: 0.5.11 sets piecewise_cuda_graph_tokens in __post_init__ (server_args.py:1430) from a maximum
+    # that depends on the GPU's memory. Read statically without the GPU, the capture-size check is unknown
+    # (it used to read the declared default, None, and say the graph never runs); with the GPU it passes.
+    cmd = tmp_path / "launch.sh"
+    cmd.write_text("python -m sglang.launch_server --model-path /root/models/Qwen3.6-27B --tp-size 2 "
+                   "--trust-remote-code --mem-fraction-static 0.85\n")
+    files = ["--command", str(cmd), "--sglang", "0.5.11", "--restored", "--json",
+             "--model-config", str(ROOT / "kit" / "data" / "lab" / "Qwen3.6-27B" / "config.json")]
+    size = "srt/model_executor/model_runner.py:2823"
+    alone = json.loads(sgl_kit(None, "gates", "prefill-graph", *files).stdout)
+    (step,) = [s for s in alone["steps"] if s["where"] == size]
+    assert step["verdict"] == "unknown" and alone["verdict"] != "never"
+    with_gpu = json.loads(sgl_kit(None, "gates", "prefill-graph", *files, "--gpu", "a6000").stdout)
+    assert [s["verdict"] for s in with_gpu["steps"] if s["where"] == size] == ["passes"]
+    assert with_gpu["blocking"] is None
+
+
 @pytest.mark.parametrize("argv, message", [
     (["prefil-graph"], "did you mean 'prefill-graph'?"),
     (["prefill-graph"], "`sgl-kit gates lab`"),

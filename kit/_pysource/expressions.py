@@ -770,8 +770,19 @@ def equal(a, b) -> bool:
     return a == b
 
 
+def bounded_range(*args) -> range:
+    """``range`` over integers, refused when it would hold more than MAX_ITEMS."""
+    if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        raise TypeError("range takes integers")
+    found = range(*args)
+    if len(found) > MAX_ITEMS:
+        raise ValueError("the range is too long to evaluate")
+    return found
+
+
 BUILTINS: dict[str, Callable] = {
     "len": len,
+    "range": bounded_range,
     "any": any,
     "all": all,
     "bool": bool,

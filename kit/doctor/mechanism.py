@@ -46,9 +46,14 @@ def _chain(case, mechanism, restored, changes, facts):
     key = (mechanism, restored, tuple(sorted((changes or {}).items(), key=lambda kv: kv[0])),
            tuple(sorted((facts or {}).items())))
     if key not in memo:
+        from kit._pysource import unknown
         from kit.provenance.gates import gate_chain
 
         args = restored_args(case, mechanism) if restored else dict(case.ev.args)
+        switched = {name for name, _ in RESTORE.get(mechanism, [])} if restored else set()
+        for name, why in case.ev.unknown.items():  # not known is not the default: a check that reads it is unknown
+            if name not in switched and name not in (changes or {}):
+                args[name] = unknown(f"server_args.{name}", why)
         for name, value in (changes or {}).items():
             _set(args, name, value)
         try:
