@@ -139,8 +139,12 @@ class DiagnosisView:
             out.append(d.roofline._repr_html_() if hasattr(d.roofline, "_repr_html_") else pre(d.roofline.to_text()))
         if d.findings and d.unanswered:
             out.append(_details(f"questions left open ({len(d.unanswered)})", _items(d.unanswered)))
-        if d.open_questions:
-            out.append(_details(f"what else to check ({len(d.open_questions)})", _items(d.open_questions)))
+        own, known = d.own_questions, d.known_issue_questions
+        if own:
+            out.append(_details(f"what else to check ({len(own)})", _items(own)))
+        if known:
+            out.append(_details(f"known issues of this release that may apply ({len(known)})",
+                                _items(known)))
         return "<div>" + "".join(out) + "</div>"
 
 

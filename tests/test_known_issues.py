@@ -333,6 +333,22 @@ def test_a_summary_counts_the_issues_of_the_traffic_and_keeps_the_cases_own_ques
     assert brief_questions(questions[:1]) == questions[:1]
 
 
+def test_the_doctor_lists_the_known_issues_apart_from_the_cases_own_questions():
+    from kit.display import diagnosis_view
+
+    entry = next(e for e in ENTRIES if e.get("workload"))
+    d = diagnose(generated(entry), only=KNOWN)
+    d.open_questions.insert(0, "the GPUs' links were not read: `nvidia-smi topo -m`")
+    n = len(d.known_issue_questions)
+    assert d.own_questions == [d.open_questions[0]] and n == len(d.open_questions) - 1
+    assert any(q.startswith(entry["id"]) for q in d.known_issue_questions)
+    text = d.to_text(width=400)
+    own, known = text.index("what else to check:"), text.index(f"known issues of this release that may apply ({n};")
+    assert own < text.index("nvidia-smi topo -m") < known < text.index(entry["id"])
+    html = diagnosis_view(d)._repr_html_()
+    assert "what else to check (1)" in html and f"known issues of this release that may apply ({n})" in html
+
+
 def test_the_notebook_table_holds_what_the_text_lists():
     from kit.doctor.known_report import report
 

@@ -186,6 +186,16 @@ class Diagnosis:
     set_aside: list[str] = field(default_factory=list)  # findings made moot by another (kit.doctor.reconcile), why
     context: list[Finding] = field(default_factory=list)  # what rules with context=True found: not causes, not ranked
 
+    @property
+    def own_questions(self) -> list[str]:
+        """What else to check about this case, without the known issues of the database."""
+        return [q for q in self.open_questions if not q.startswith(KNOWN_ISSUE)]
+
+    @property
+    def known_issue_questions(self) -> list[str]:
+        """The known issues of the database that may apply, each with what holds and what would decide it."""
+        return [q.removeprefix("known issue ") for q in self.open_questions if q.startswith(KNOWN_ISSUE)]
+
     def __post_init__(self) -> None:
         self.findings.sort(key=lambda f: f.estimate.rank)
 
@@ -329,14 +339,12 @@ class Diagnosis:
         out += ["", "hardware: " + _hardware_line(self.hardware)]
         if self.roofline is not None:
             out.append(_indent(self.roofline.to_text(), "  ") if hasattr(self.roofline, "to_text") else "")
-        own = [q for q in self.open_questions if not q.lower().startswith("known issue ki-")]
-        known = [q for q in self.open_questions if q not in own]
+        own, known = self.own_questions, self.known_issue_questions
         if own:
             out += ["", "what else to check:"] + [_wrap(f"- {q}", width, "  ", "    ") for q in own]
         if known:
             out += ["", f"known issues of this release that may apply ({len(known)}; what holds, and what would "
-                        "decide each):"] + [_wrap(f"- {q.removeprefix('known issue ')}", width, "  ", "    ")
-                                            for q in known]
+                        "decide each):"] + [_wrap(f"- {q}", width, "  ", "    ") for q in known]
         if self.skipped:
             out += ["", "rules not checked:"] + [_wrap(f"- {i}: {why}", width, "  ", "    ")
                                                    for i, why in self.skipped]
@@ -363,6 +371,7 @@ class Diagnosis:
 # How kit.doctor.rules_known words a known issue that this launch meets but that matters only for some
 # traffic (constrained requests, stop strings, images...), which no evidence of a launch shows.
 TRAFFIC_ONLY = " applies to this launch only with "
+KNOWN_ISSUE = "known issue ki-"  # how every question of kit.doctor.rules_known and known_issues.Match begins
 
 
 def brief_questions(questions: list[str]) -> list[str]:
