@@ -309,16 +309,19 @@ class _Reader:
     # ---- the objects the code reads
 
     def _model_runner(self, ev: Evaluator) -> Stated:
-        algo = str(self.values.get("speculative_algorithm") or "NONE").upper()
+        raw = self.values.get("speculative_algorithm")
+        algo = "NONE" if isinstance(raw, Unknown) else str(raw or "NONE").upper()
         algo = {"NEXTN": "EAGLE", "MTP": "EAGLE"}.get(algo, algo)
+        lora = self.values.get("enable_lora")
         facts = {
             "server_args": ev.args,
-            "spec_algorithm": self.enum("SpeculativeAlgorithm", algo),
+            "spec_algorithm": raw if isinstance(raw, Unknown) else self.enum("SpeculativeAlgorithm", algo),
             "is_draft_worker": False,
             "is_generation": True,
             "model_config": ev.model,
             "device": "cuda" if self.probes.get("is_cuda") else Unknown(("device", "the server's device")),
-            "lora_manager": None if not self.values.get("enable_lora") else Unknown(("lora_manager", "LoRA is on")),
+            "lora_manager": lora if isinstance(lora, Unknown) else
+            None if not lora else Unknown(("lora_manager", "LoRA is on")),
         }
         return Stated("model_runner", facts, "a value of the running model runner, not read from the evidence")
 
@@ -376,13 +379,15 @@ class _Reader:
         """The batch the gate is asked about: its mode and hidden states from the source; the other fields
         at their ForwardBatch defaults (a plain text request), or unknown when ``open_``."""
         kind = str(self.spec.get("batch") or "")
-        algo = str(self.values.get("speculative_algorithm") or "").upper()
+        raw = self.values.get("speculative_algorithm")
+        algo = "" if isinstance(raw, Unknown) else str(raw or "").upper()
         facts: dict[str, Any] = {}
         if kind == "target-prefill":
             facts["forward_mode"] = self.enum("ForwardMode", "EXTEND")
-            facts["capture_hidden_mode"] = self._prefill_hidden_mode(ev, algo)
+            facts["capture_hidden_mode"] = raw if isinstance(raw, Unknown) else self._prefill_hidden_mode(ev, algo)
         elif kind == "decode":
-            facts["forward_mode"] = self.enum("ForwardMode", "TARGET_VERIFY" if algo else "DECODE")
+            facts["forward_mode"] = raw if isinstance(raw, Unknown) else \
+                self.enum("ForwardMode", "TARGET_VERIFY" if algo else "DECODE")
         defaults = self._batch_defaults(ev)
         declared = self.__dict__.get("_batch_fields", set())
 
@@ -425,7 +430,10 @@ class _Reader:
         runs the target's extend (read from the worker's source), else the schedule batch's default."""
         null = self._enum_value(ev, "CaptureHiddenMode", "NULL")
         if not algo or algo == "NONE":
-            if self.values.get("enable_return_hidden_states"):
+            hidden = self.values.get("enable_return_hidden_states")
+            if isinstance(hidden, Unknown):
+                return hidden
+            if hidden:
                 return Unknown(("capture_hidden_mode", "requests may return hidden states"))
             self.fact_lines.append("without speculative decoding a text request's prefill asks no hidden states "
                                    "(CaptureHiddenMode.NULL)")
