@@ -119,7 +119,10 @@ def test_ctrl_c_keeps_the_finished_requests_and_says_where(tmp_path):
         # busy the machine (with 30 a starved test process once sent it after the run had finished)
         proc = subprocess.Popen([sys.executable, "-m", "kit.cli", "bench", srv.url, "-n", "200", "--max-tokens", "10",
                                  "--warmup", "0", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                text=True, stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                                # Ctrl-C as a terminal gives it, even when this runner ignores SIGINT (a background
+                                # job of a non-interactive shell does, and its children inherit that)
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (not out.exists() or out.read_text().count('"kind":"request"') < 2):
             time.sleep(0.05)

@@ -151,9 +151,12 @@ def test_forward_holds_a_port_open_until_interrupted(remote_lab, sshd):
     import signal
     import urllib.request
 
+    # the child takes Ctrl-C as a terminal gives it, even when this runner ignores SIGINT (a job started in the
+    # background of a non-interactive shell does, and its children inherit that)
     proc = subprocess.Popen([SGL_KIT, "forward", sshd.alias, "--port", str(remote_lab.port),
                              "--ssh-config", str(sshd.ssh_config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, stdin=subprocess.DEVNULL)
+                            text=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()
         local = line.split()[0]
