@@ -382,7 +382,8 @@ def brief_questions(questions: list[str]) -> list[str]:
     if traffic:
         own.append(f"{traffic} known issue(s) of this release match the launch but matter only with some traffic "
                    "(constrained decoding, stop strings, images, many requests at once...): the doctor's "
-                   "'what else to check' lists each, with its source and the release that fixes it")
+                   "'known issues of this release that may apply' lists each, with its source and the release "
+                   "that fixes it")
     return own
 
 
