@@ -164,7 +164,12 @@ def test_forward_holds_a_port_open_until_interrupted(remote_lab, sshd):
         assert urllib.request.urlopen(local + "/health", timeout=10).status == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never left running for the rest of the suite
+            proc.communicate()
+            raise
     assert proc.returncode == 0 and out == "forward closed\n" and err == ""
 
 
