@@ -163,12 +163,12 @@ def _line(case: Case, item: _Item) -> str:
     was = (f"the launch asked {item.asked!r}" if item.asked_known else
            f"not asked (default {item.default!r})")
     where = f" at {item.site}" if item.site else ""
-    why = "; ".join(x for x in (item.rule, f"when {item.guard}" if item.guard else "") if x)
-    why = f" ({why})" if why else ""
     if not item.decided:  # the condition and each unread input are in `sgl-kit why FIELD`: here, what decides it
         rule_ = f" ({_clip(item.rule, 90)})" if item.rule else ""
         needs = _clip((item.needs or "more evidence").split(": line ")[0], 160)
         return f"[{p.category}] {p.field}: {was}; sglang may set it to {item.value}{where}{rule_}; undecided, needs {needs}"
+    why = "; ".join(x for x in (item.rule, f"when {item.guard}" if item.guard else "") if x)
+    why = f" ({why})" if why else ""
     keep = _keeps(case, item)
     help_ = f"; its help: \"{_clip(p.help)}\"" if p.help else ""
     return (f"[{p.category}] {p.field} = {item.value!r}: {was}; sglang set it{where}{why}; effect: {p.effect}"
