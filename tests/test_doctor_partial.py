@@ -53,18 +53,54 @@ def test_the_release_is_narrowed_by_a_flag_only_some_releases_accept():
     assert guess.line().startswith("sglang 0.5.11 assumed (inferred from the flags")
 
 
-def test_a_date_in_the_text_leaves_out_releases_built_after_it():
+def test_a_date_in_the_text_leaves_out_releases_published_after_it():
     guess = guess_version(dates=[date(2025, 6, 12)], releases=["0.4.6.post5", "0.5.11", "0.5.23"])
-    assert (guess.version, guess.basis) == ("0.4.6.post5", "inferred")  # its wheel was built 2025-05-24
+    assert (guess.version, guess.basis) == ("0.4.6.post5", "inferred")  # published before 2025-06-12
     assert "the date 2025-06-12" in guess.line()
 
 
-def test_nothing_to_narrow_assumes_the_newest_release_here_and_says_so():
+def test_nothing_to_narrow_assumes_the_newest_release_considered_and_says_so():
     guess = guess_version(releases=["0.4.6.post5", "0.5.11", "0.5.23"])
     assert (guess.version, guess.basis) == ("0.5.23", "assumed")
-    assert "the newest release whose source is here" in guess.line()
+    assert "the newest release considered" in guess.line()
     # the range spans releases the rules tell apart: known issues (kit/data/known_issues) that affect some of them
     assert any("known issue(s) affect some of these releases and not others" in s for s in guess.spans), guess.spans
+
+
+def test_the_releases_considered_are_the_same_in_an_empty_cache(tmp_path, monkeypatch):
+    """Every release since 0.3 comes from kit/data/releases.json, not from what the cache holds: a paste that
+    states no release gets the same reading on every machine."""
+    from kit.doctor.infer import known_releases
+    from kit.doctor.releases import releases
+
+    before = guess_version(options=["--enable-dp-attention", "--tp", "--disable-radix-cache"])
+    monkeypatch.setenv("SGL_KIT_CACHE", str(tmp_path / "empty"))
+    assert known_releases() == list(releases()) and len(known_releases()) >= 100
+    assert known_releases()[0] == "0.3.0" and "0.4.1.post4" in known_releases()
+    after = guess_version(options=["--enable-dp-attention", "--tp", "--disable-radix-cache"])
+    assert (after.version, after.fits) == (before.version, before.fits)
+    assert after.fits[0] == releases_with("--enable-dp-attention")[0]
+
+
+def releases_with(option: str) -> list[str]:
+    from kit.doctor.releases import releases, table_of
+
+    return [v for v, r in releases().items() if table_of(r).match(option) is not None]
+
+
+@pytest.mark.parametrize("version", ["0.4.1.post4", "0.5.11", "0.5.23"])
+def test_the_table_of_releases_holds_what_each_wheel_parses(version):
+    """The committed table against a fresh read of the release's own source with the kit's flag reader."""
+    from kit.doctor.releases import releases
+    from kit.server_args import defaults, flag_table
+    from kit.witness import source_tree
+
+    tree = source_tree(None, version)
+    row = releases()[version]
+    options = {o for spec in flag_table(tree).flags for o in spec.option_strings}
+    assert {o for entry in row.flags for o in entry.rpartition(":")[0].split(",")} == options
+    assert set(defaults(tree)) <= row.fields
+    assert row.published is not None and date(2024, 1, 1) <= row.published <= date.today()
 
 
 def test_the_docker_latest_tag_states_no_version_and_the_flags_are_read():

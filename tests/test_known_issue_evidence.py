@@ -20,25 +20,6 @@ ALL = sorted(p.parent for p in CASES.glob("*/case.yaml"))
 IDS = {e["id"] for e in known_issues.load()}
 
 
-# The releases whose source is here: a paste that states none is read with a release inferred among them
-# (kit.doctor.infer), so the cases are read with these, each downloaded as the doctor would, and not with
-# whatever other tests happened to fetch before.
-RELEASES = ["0.4.1.post4", "0.4.2", "0.4.4.post3", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.5.11", "0.5.15.post1",
-            "0.5.16", "0.5.17", "0.5.23"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _releases_here():
-    from kit.doctor import infer
-    from kit.witness import source_tree
-
-    for version in RELEASES:
-        source_tree(None, version)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(infer, "available_releases", lambda: list(RELEASES))
-        yield
-
-
 def _case(path: Path) -> dict:
     return yaml.safe_load((path / "case.yaml").read_text())
 

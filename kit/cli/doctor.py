@@ -177,8 +177,9 @@ def _evidence_options(p) -> None:
                                                        "/server_info reports, else the one the text states "
                                                        "(check_env's `sglang: X`, sglang==X, an image tag "
                                                        "lmsysorg/sglang:vX, `sglang X` in prose), else one inferred "
-                                                       "from the flags, server_args fields and dates (or the newest "
-                                                       "release at hand), said in the report as assumed")
+                                                       "from the flags, server_args fields and dates against every "
+                                                       "release since 0.3 (kit/data/releases.json; else the newest), "
+                                                       "said in the report as assumed")
     files.add_argument("--gpu", metavar="NAME", help="the GPU model when no nvidia-smi output is at hand "
                                                      "(a key of kit/data/gpus.yaml, e.g. a6000; another name runs "
                                                      "without bandwidth and roofline, and says so)")

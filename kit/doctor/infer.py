@@ -3,8 +3,9 @@
 The doctor reads a launch command with a release's flag table and a log with its fields. When no
 version is given (``--sglang``), reported by the server (its log, ``/server_info``) or stated in the
 text (check_env, ``sglang==X``, an image tag such as ``lmsysorg/sglang:v0.4.1.post4-cu124``; ``:latest``
-names no release), ``guess_version`` narrows the releases whose source is here (the kit's wheel and
-tree cache) by what the evidence holds:
+names no release), ``guess_version`` narrows every release since 0.3 (kit/data/releases.json: the same
+table on every machine, made from the package index and each release's wheel; kit.doctor.releases) by what
+the evidence holds:
 
 - the flags of the launch: a release fits when its flag table accepts every flag (argparse's rules,
   unique prefixes included);
@@ -15,7 +16,7 @@ tree cache) by what the evidence holds:
   say when each release was built).
 
 The release read with is the newest that fits (the closest, for a whole server_args line). When
-nothing narrows the releases, it is the newest whose source is here (else the newest the package
+nothing narrows the releases, it is the newest in the table (else the newest the package
 index lists), said plainly as an assumption. ``VersionGuess.line`` is the sentence the report shows;
 ``spans`` names what the rules read that changes inside the fitting range (known issues, the
 fast paths' history, the settings' eras), so a reader knows when the guess matters.
@@ -31,7 +32,8 @@ from functools import lru_cache
 
 from kit.errors import KitError
 
-__all__ = ["VersionGuess", "available_releases", "guess_version", "launch_options", "release_dates", "text_dates"]
+__all__ = ["VersionGuess", "available_releases", "guess_version", "known_releases", "launch_options", "release_dates",
+           "text_dates"]
 
 _WHEEL = re.compile(r"^sglang-(\d[^-]*)-.*\.whl$")
 _TREE = re.compile(r"^sglang-(\d.*)$")
@@ -43,9 +45,9 @@ class VersionGuess:
     version: str | None  # the release to read with (None: no source anywhere)
     basis: str  # "inferred" (the evidence narrowed it) or "assumed" (nothing did)
     how: str  # what narrowed it, in words: "the flags", "the server_args fields and a date"
-    fits: list[str] = field(default_factory=list)  # the releases here that fit, oldest first
-    considered: list[str] = field(default_factory=list)  # the releases whose source is here
-    unread: list[str] = field(default_factory=list)  # flags no release here knows
+    fits: list[str] = field(default_factory=list)  # the releases considered that fit, oldest first
+    considered: list[str] = field(default_factory=list)  # the releases considered (the table's, by default)
+    unread: list[str] = field(default_factory=list)  # flags no release considered knows
     spans: list[str] = field(default_factory=list)  # what changes for the rules inside the fitting range
     reasons: list[str] = field(default_factory=list)  # one clause per clue
 
@@ -59,7 +61,7 @@ class VersionGuess:
         """``sglang 0.5.14 assumed (inferred from the flags, which fit 0.5.12-0.5.17; no version stated)``."""
         if self.version is None:
             return "no sglang version: none stated, and no release's source is here or downloadable"
-        here = f" of the {len(self.considered)} releases whose source is here" if self.considered else ""
+        here = f" of the {len(self.considered)} releases considered" if self.considered else ""
         if self.basis == "inferred":
             fit = f", which fit{'s' if self.how.endswith('line') else ''} {self.range}{here}" if self.range else ""
             return f"sglang {self.version} assumed (inferred from {self.how}{fit}; no version stated)"
@@ -117,10 +119,12 @@ def _dates_of(names: tuple[str, ...]) -> dict[str, date]:
 
 
 def release_dates() -> dict[str, date]:
-    """When each release here was built: the newest file time inside its wheel (None for a tree alone)."""
+    """When each release was published (its first upload to the package index, kit/data/releases.json); for a
+    release the table lacks, when its wheel here was built (the newest file time inside it)."""
     from kit._paths import cache_dir
 
-    return _dates_of(tuple(sorted(p.name for p in (cache_dir() / "wheels").glob("sglang-*.whl"))))
+    built = _dates_of(tuple(sorted(p.name for p in (cache_dir() / "wheels").glob("sglang-*.whl"))))
+    return {**built, **{v: r.published for v, r in _listed().items() if r.published}}
 
 
 def text_dates(text: str) -> list[date]:
@@ -153,18 +157,41 @@ def launch_options(texts: list[str]) -> list[str]:
 
 
 def _tables(releases: list[str]) -> dict[str, tuple]:
-    """release -> (flag table, field names), for the releases whose source can be read."""
+    """release -> (flag table, field names): from the table of releases (kit/data/releases.json), else, for a
+    release it does not hold, from its source when that can be read."""
     from kit.server_args import defaults, flag_table
     from kit.witness import source_tree
 
+    from .releases import table_of
+
+    known = _listed()
     out = {}
     for version in releases:
+        if version in known:
+            out[version] = (table_of(known[version]), set(known[version].fields))
+            continue
         try:
             tree = source_tree(None, version)
             out[version] = (flag_table(tree), set(defaults(tree)))
         except (KitError, OSError):
             continue
     return out
+
+
+def _listed() -> dict:
+    """The table of every release since 0.3 (kit.doctor.releases); empty when the file cannot be read."""
+    from .releases import releases
+
+    try:
+        return releases()
+    except KitError:
+        return {}
+
+
+def known_releases() -> list[str]:
+    """The releases the doctor considers when none is stated: every release since 0.3 the table lists (the same
+    on every machine), else, with the table unreadable, those whose source is here."""
+    return list(_listed()) or available_releases()
 
 
 def _accepts(table, fields: set[str], name: str) -> bool:
@@ -213,7 +240,7 @@ def guess_version(*, options: list[str] | None = None, fields: list[str] | None 
     """The release to read the evidence with, from its flags (``options`` as written), the fields of its
     server_args line (``whole_line``: not cut off) and the dates in it; see the module docstring."""
     options, fields, dates = list(options or []), list(fields or []), list(dates or [])
-    considered = available_releases() if releases is None else list(releases)
+    considered = known_releases() if releases is None else list(releases)
     if not considered:
         return _from_index()
     tables = _tables(considered) if (options or fields) else {}
@@ -230,8 +257,8 @@ def guess_version(*, options: list[str] | None = None, fields: list[str] | None 
             how.append("the flags")
         reasons.append(f"every flag of the launch{' the kit knows' if unread else ''} is accepted by {_span(every)}")
         if unread:
-            reasons.append(f"no release here knows {', '.join(unread)} (a fork's flag, a cut-off word, or a "
-                           "release whose source is not here)")
+            reasons.append(f"no release considered knows {', '.join(unread)} (a fork's flag, a cut-off word, or a "
+                           "release newer than the kit's table of releases)")
         fits = every or fits
     if fields and tables:
         having = [v for v in fits if v in tables and set(fields) <= tables[v][1]]
@@ -241,8 +268,8 @@ def guess_version(*, options: list[str] | None = None, fields: list[str] | None 
             reasons.append(f"every field of the server_args line is a field of {_span(having)}")
             fits = having
         else:
-            reasons.append("no release here has every field of the server_args line (a release whose source is "
-                           "not here, or a fork)")
+            reasons.append("no release considered has every field of the server_args line (a release newer than "
+                           "the kit's table of releases, or a fork)")
     named, said = _lineage_fit(options, fits)
     if named and named != set(fits):
         fits = [v for v in fits if v in named]
@@ -255,17 +282,17 @@ def guess_version(*, options: list[str] | None = None, fields: list[str] | None 
         if before and len(before) < len(fits):
             fits = before
             how.append(f"the date {latest.isoformat()} in the text")
-            reasons.append(f"the text is dated {latest.isoformat()}; releases built after it are left out "
-                           "(built: the newest file time in each wheel)")
+            reasons.append(f"the text is dated {latest.isoformat()}; releases published after it are left out "
+                           "(kit/data/releases.json: each release's first upload to the package index)")
         elif not before:
-            reasons.append(f"the text is dated {latest.isoformat()}, before every release here was built")
+            reasons.append(f"the text is dated {latest.isoformat()}, before every release that fits was published")
     chosen = fits[-1]
     if fields and whole_line and tables:
         chosen = min(reversed(fits), key=lambda v: len(tables[v][1] - set(fields)) if v in tables else 10**6)
     if not how:
         what = ("nothing in the evidence narrows the release" if options or fields or dates else
                 "no flag, server_args line or date to infer it from")
-        guess = VersionGuess(chosen, "assumed", f"{what}: the newest release whose source is here",
+        guess = VersionGuess(chosen, "assumed", f"{what}: the newest release considered",
                              fits=list(considered), considered=considered, unread=unread, reasons=reasons)
     else:
         guess = VersionGuess(chosen, "inferred", " and ".join(how), fits=fits, considered=considered,
@@ -275,7 +302,7 @@ def guess_version(*, options: list[str] | None = None, fields: list[str] | None 
 
 
 def _span(versions: list[str]) -> str:
-    return versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]} ({len(versions)} releases here)"
+    return versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]} ({len(versions)} releases)"
 
 
 def _from_index() -> VersionGuess:
@@ -300,7 +327,7 @@ def _from_index() -> VersionGuess:
 
 
 def spans_within(fits: list[str]) -> list[str]:
-    """What the rules read that differs between the releases of ``fits``, each with the releases here
+    """What the rules read that differs between the releases of ``fits``, each with the releases
     where it changes: a known issue (kit/data/known_issues), a fast path's history
     (kit/data/mechanism_history.yaml), the field that holds a setting (kit/data/lineage.yaml)."""
     from kit._data import DATA, load_yaml
@@ -328,10 +355,10 @@ def spans_within(fits: list[str]) -> list[str]:
             at = flips(specs)
             if at:
                 out.append(f"what {mechanism} does {'with ' + when + ' ' if when else ''}decoding changes at "
-                           f"{', '.join(at)} (the first release here with each change; kit/data/mechanism_history.yaml)")
+                           f"{', '.join(at)} (the first release that fits with each change; kit/data/mechanism_history.yaml)")
     for setting, body in (lineage_data().get("settings") or {}).items():
         at = flips([e["versions"] for e in body.get("eras") or []])
         if at:
             out.append(f"the field that holds {body.get('what', setting)} changes at {', '.join(at)} "
-                       "(the first release here with each change; kit/data/lineage.yaml)")
+                       "(the first release that fits with each change; kit/data/lineage.yaml)")
     return out
