@@ -110,13 +110,9 @@ def test_the_incident_launch_resolves_the_prefill_graph_off_by_the_multimodal_ru
     assert ev.args["disable_piecewise_cuda_graph"] is True
 
 
-# 0.5.19 and later resolve through hook modules (arg_groups/*_hook.py, `declare_resolution(...)`): the static
-# resolution does not follow them yet, so those recorded runs are expected to disagree.
-_HOOKS = pytest.mark.xfail(reason="static resolution does not follow 0.5.19+ declare_resolution hooks", strict=True)
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=_HOOKS) if "0.5.23" in p.name else p for p in RECORDED],
-                         ids=[p.name for p in RECORDED])
+# 0.5.19 and later resolve through hook modules (arg_groups/*_hook.py: `declare_resolution(...)`, and passes that
+# return their decisions as a dict): the static resolution follows them, and the hooks' callers in other modules.
+@pytest.mark.parametrize("path", RECORDED, ids=[p.name for p in RECORDED])
 def test_static_resolution_agrees_with_the_recorded_dry_run(path, tmp_path):
     record = json.loads(path.read_text())
     gpu = record["gpu"]["key"] if isinstance(record["gpu"], dict) and "key" in record["gpu"] else record["gpu"]["name"]
@@ -126,7 +122,8 @@ def test_static_resolution_agrees_with_the_recorded_dry_run(path, tmp_path):
     dry = from_dry_run(record, ev.explicit, record["sglang"])
     final = record["final"]
     differ, undecided, outside = [], [], []
-    assert ev.resolution.walked and set(ev.resolution.walked) >= {"disable_piecewise_cuda_graph", "speculative_num_steps",
+    prefill = "cuda_graph_config" if "cuda_graph_config" in final else "disable_piecewise_cuda_graph"  # 0.5.14+
+    assert ev.resolution.walked and set(ev.resolution.walked) >= {prefill, "speculative_num_steps",
                                                                    "disable_overlap_schedule", "chunked_prefill_size"}
     for c in dry.changes:
         if c.field not in ev.resolution.walked:  # no rule reads it and no walked guard depends on it
@@ -142,5 +139,56 @@ def test_static_resolution_agrees_with_the_recorded_dry_run(path, tmp_path):
         if mine.field in final and ev.resolution.change(mine.field) is mine:
             if json.dumps(mine.resolved, default=str) != json.dumps(final[mine.field], default=str):
                 differ.append((mine.field, mine.resolved, final[mine.field], mine.site))
-    print(f"{path.name}: static stays undecided on {sorted(undecided)}; not walked: {sorted(set(outside))}")
+    agreed = [c.field for c in dry.changes if c.field in ev.resolution.walked and c.field not in undecided
+              and ev.resolution.change(c.field) is not None]
+    print(f"{path.name}: static decides {sorted(agreed)} as sglang's run did; stays undecided on {sorted(undecided)};"
+          f" not walked: {sorted(set(outside))}")
     assert differ == []
+    assert agreed, "the static resolution decided none of the changes sglang's own run made"
+
+
+def _pass_line(ev, path: str, function: str, key: str) -> int:
+    """The line of ``"key":`` in the dict a resolution pass of that release returns, read from its source."""
+    lines = ev.tree.read_text(path).splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"def {function}("))
+    return next(i for i in range(start, len(lines)) if f'"{key}"' in lines[i]) + 1
+
+
+def test_0_5_23_passes_and_hooks_are_followed_with_the_gpu_answers(tmp_path):
+    """0.5.23 decides through `declare_resolution` hooks and passes that return a dict; with the GPU named, the
+    platform facts (`get_platform().has_flashinfer`, `get_device()`) are answered from the kit's GPU table by
+    sglang's own fact-to-probe table."""
+    launch = tmp_path / "launch.sh"
+    launch.write_text("python -m sglang.launch_server --model-path /root/models/Qwen3.6-27B --tp-size 2\n")
+    ev = from_files(command=str(launch), sglang="0.5.23", gpu="a6000", model_config=str(MODEL))
+    res = ev.resolution
+    sampling = res.change("sampling_backend")
+    where = _pass_line(ev, "srt/arg_groups/overrides.py", "_sampling_backend_default", "sampling_backend")
+    assert (sampling.resolved, sampling.decided, sampling.site) == (
+        "flashinfer", True, f"srt/arg_groups/overrides.py:{where}")
+    device = res.change("device")
+    assert (device.resolved, device.decided) == ("cuda", True) and "serving_hook.py" in device.site
+    # no speculative algorithm: the hooks that sglang's dispatcher runs for one are not reached (their caller,
+    # `algo.handle_server_args(server_args)` in speculative_hook.py, runs under `if cfg.speculative_algorithm ...`)
+    assert not [c for c in res.changes if "speculative_hook.py" in c.site and c.field == "max_running_requests"]
+    assert ev.args.get("speculative_algorithm") is None and "speculative_algorithm" not in ev.unknown
+
+
+def test_0_5_23_a_hook_behind_the_speculative_dispatch_is_followed_through_the_enum(tmp_path):
+    """With EAGLE, `_handle_eagle_family` runs where sglang's dispatcher says so: `algo.handle_server_args(
+    server_args)` (speculative_hook.py) on `algo = SpeculativeAlgorithm.from_string(...)`, whose method tests
+    `self.is_eagle()` (spec_info.py). The enum is read from the source, so its cap of 48 requests is decided."""
+    launch = tmp_path / "launch.sh"
+    launch.write_text("python -m sglang.launch_server --model-path /root/models/Qwen3.6-27B --tp-size 2 "
+                      "--speculative-algorithm EAGLE --speculative-num-steps 1\n")
+    ev = from_files(command=str(launch), sglang="0.5.23", gpu="a6000", model_config=str(MODEL))
+    lines = ev.tree.read_text("srt/arg_groups/speculative_hook.py").splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("def _handle_eagle_family("))
+    cap = next(i for i in range(start, len(lines)) if "max_running_requests=48" in lines[i]) + 1
+    change = ev.resolution.change("max_running_requests")
+    assert (change.resolved, change.decided, change.site) == (48, True, f"srt/arg_groups/speculative_hook.py:{cap}")
+    assert ev.args["max_running_requests"] == 48 and ev.explicit["speculative_algorithm"] == "EAGLE"
+    # the other algorithms' handlers are not reached: none of their writes is a change, decided or not
+    others = [c for c in ev.resolution.changes if "speculative_hook.py" in c.site and c.field == "max_running_requests"
+              and c is not change]
+    assert others == []

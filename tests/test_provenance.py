@@ -441,6 +441,64 @@ def test_rules_table_expands_into_one_site_per_rule():
     )
 
 
+PASSES = """
+def register_post_process(fn):
+    return fn
+
+
+@register_post_process
+def _sampling_default(view):
+    if view.platform_default:
+        return {"sampling_backend": "flashinfer" if view.fast else "pytorch"}
+    return {}
+
+
+@register_post_process
+def _picked(view):
+    out = {}
+    if view.deterministic:
+        out["sampling_backend"] = "pytorch"
+    return out
+
+
+def not_a_pass(view):
+    return {"sampling_backend": "never"}
+"""
+
+
+def test_a_resolution_pass_writes_the_keys_of_the_dict_it_returns():
+    """0.5.19+ passes (`@register_post_process`, given a view of the args) decide fields by returning them."""
+    tree = DictTree({"srt/arg_groups/overrides.py": PASSES})
+    exp = explain(tree, "sampling_backend", {"platform_default": True, "fast": True, "deterministic": False})
+    assert [(s.function, s.line, s.kind, s.status) for s in exp.sites] == [
+        ("_sampling_default", 9, "returned", "fired"),
+        ("_picked", 17, "returned", "not fired"),
+    ]
+    assert exp.sites[0].value_text == "'flashinfer' if view.fast else 'pytorch'"
+
+
+def test_a_hook_run_by_run_hook_is_reached_under_its_callers_guard():
+    """`run_hook(handle, server_args)` calls `handle`: the guard around that call decides whether its writes run."""
+    hooks = """
+def run_hook(fn, server_args):
+    fn(server_args)
+
+
+def handle_spec(server_args):
+    server_args.max_running_requests = 48
+
+
+def pipeline(server_args):
+    if server_args.speculative_algorithm is not None:
+        run_hook(handle_spec, server_args)
+"""
+    tree = DictTree({"srt/arg_groups/pipeline.py": hooks})
+    plain = explain(tree, "max_running_requests", {"speculative_algorithm": None, "max_running_requests": None})
+    spec = explain(tree, "max_running_requests", {"speculative_algorithm": "EAGLE", "max_running_requests": None})
+    assert [s.status for s in plain.sites] == ["not fired"] and [s.status for s in spec.sites] == ["fired"]
+    assert plain.sites[0].guards[0].kind == "caller"
+
+
 def test_rules_table_without_a_stop_fires_every_match():
     source = """
     class ServerArgs:
@@ -675,3 +733,49 @@ def test_a_cli_command_run_in_process_leaves_the_collector_as_it_found_it(capsys
     assert main(["args", "read", str(tree_source), "--sglang", "0.5.11"]) == 0
     assert capsys.readouterr().out
     assert modules._FREEZE is False and gc.get_freeze_count() == 0
+
+
+def _package(root: Path, files: dict[str, str]):
+    """A small sglang package on disk (a real SourceTree: the callers in other modules are found with grep)."""
+    pkg = root / "sglang"
+    for rel, text in {"__init__.py": "", "srt/__init__.py": "", "srt/arg_groups/__init__.py": "", **files}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    return SourceTree.at(LocalHost(), str(pkg))
+
+
+_HOOK = '''
+import re
+
+
+def is_instance(path):
+    return re.match(r"^instance://", path) is not None
+
+
+def handle_memory(server_args, gpu_mem):
+    if gpu_mem is not None and gpu_mem > 40 * 1024:
+        server_args.chunked_prefill_size = 8192
+
+
+def handle_model(server_args):
+    if is_instance(server_args.model_path):
+        server_args.disable_radix_cache = True
+'''
+
+
+@pytest.mark.parametrize(("gpu_mem", "status"), [(49140, "fired"), (16384, "not fired")])
+def test_a_hook_parameter_is_bound_at_its_one_call_in_another_module(tmp_path, gpu_mem, status):
+    """0.5.19's pipeline calls `handle_gpu_memory_settings(server_args, gpu_mem)` from pipeline.py: the hook's
+    guard on `gpu_mem` is decided by the value at that call."""
+    pipeline = ("from sglang.srt.arg_groups.memory_hook import handle_memory\n\n\n"
+                f"def run(server_args):\n    gpu_mem = {gpu_mem}\n    handle_memory(server_args, gpu_mem)\n")
+    tree = _package(tmp_path, {"srt/arg_groups/memory_hook.py": _HOOK, "srt/arg_groups/pipeline.py": pipeline})
+    (site,) = explain(tree, "chunked_prefill_size", {"model_path": "/m"}).sites
+    assert site.status == status, site.status_reason
+
+
+@pytest.mark.parametrize(("path", "status"), [("instance://a", "fired"), ("/models/Qwen3-8B", "not fired")])
+def test_a_function_of_plain_values_is_followed_and_a_regex_evaluated(tmp_path, path, status):
+    tree = _package(tmp_path, {"srt/arg_groups/memory_hook.py": _HOOK})
+    (site,) = explain(tree, "disable_radix_cache", {"model_path": path}).sites
+    assert site.status == status, site.status_reason

@@ -126,7 +126,7 @@ class Evaluator(Statements):
             "server_args" in name
             or annotation.strip("'\"") == "ServerArgs"  # def auto_choose_speculative_params(self: ServerArgs)
             or (index == 0 and cls is not None and name == "self" and "Args" in cls.name)
-            or (index == 0 and cls is None and name in ("args", "cfg"))
+            or (index == 0 and cls is None and name in ("args", "cfg", "view"))  # a resolution pass takes a view
         ):
             return self.args
         return unknown(name, "is a parameter; its value at the call is not known")
@@ -196,7 +196,8 @@ class Evaluator(Statements):
                     if isinstance(node, (ast.Assign, ast.AnnAssign)):
                         return self.ev(node.value, Env({}, Scope(ref.module, ref.node, class_body=True)))
                     if isinstance(node, ast.FunctionDef):
-                        return FuncRef(node, ref.module, cls=ref.node)
+                        classmethod_ = any(isinstance(d, ast.Name) and d.id == "classmethod" for d in node.decorator_list)
+                        return FuncRef(node, ref.module, bound=ref if classmethod_ else None, cls=ref.node)
         return unknown(f"{ref.node.name}.{name}", "not defined in the class body")
 
     # ---- server-args defaults

@@ -92,6 +92,9 @@ class Expressions:
                 return opaque(v)
         if isinstance(obj, Cfg) and isinstance(key, str):
             return obj.get(key)
+        if isinstance(obj, ClassRef) and isinstance(key, str):  # an enum's member by name: `cls[upper]`
+            member = self.class_attr(obj, key)
+            return member if isinstance(member, EnumMember) else unknown(short(node), f"no member {key} in the enum")
         try:
             return obj[key]
         except (TypeError, KeyError, IndexError):
@@ -324,7 +327,8 @@ class Expressions:
             return stated
         if name.endswith("_view") or "model_config" in name:
             return self._accessor(name, args or [])
-        if args is None or any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]):
+        if args is None or any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]) \
+                or _from_plain([*args, *kwargs.values()]):
             return None
         given = self.probe(name)
         if given is NO_PROBE and not args and PROBE.search(name):
@@ -410,6 +414,12 @@ class Expressions:
             return (
                 False if name == "hasattr" else (args[2] if len(args) > 2 else unknown(attr, "read on None"))
             )
+        if isinstance(obj, Args) and name == "getattr" and len(args) > 2 and attr.startswith("_") \
+                and attr not in obj.values and (self.defaults is None or self.defaults.get(attr) is None):
+            # `getattr(self, "_resolution_finished", False)`: a private mark the resolution itself sets,
+            # not a field, so it is absent when the resolution starts
+            self.note(f"`{attr}` is not a field of ServerArgs: absent before the resolution sets it")
+            return args[2]
         value = self.attr(obj, attr, node)
         if name == "hasattr":
             return value if isinstance(value, Unknown) else True
@@ -542,6 +552,16 @@ class Expressions:
         if isinstance(callee, FuncRef):
             return self._call_function(callee, node, env, label)
         if isinstance(callee, External):
+            pure = PURE_CALLS.get(callee.dotted)
+            if pure is not None:
+                args, kwargs = self._args(node, env)
+                if args is not None and all(isinstance(v, str | int | bool) or v is None
+                                            for v in [*args, *kwargs.values()]):
+                    try:
+                        found = pure(*args, **kwargs)
+                    except Exception:  # noqa: BLE001 - an error the server would raise too: not decided here
+                        return unknown(label, f"{callee.dotted}() raised on these values")
+                    return found if not isinstance(found, re.Match) else found.group(0)
             return unknown(label, why_call(callee.dotted))
         if isinstance(callee, ClassRef):
             return unknown(label, "constructs an object; not evaluated")
@@ -572,7 +592,13 @@ class Expressions:
             return unknown(label, why_call(fn.name))
         if env.scope.depth >= MAX_DEPTH:
             return unknown(label, "calls nested too deep to follow")
-        return self.invoke(fn, args, kwargs, env.scope.depth + 1, env.scope.follow)
+        found = self.invoke(fn, args, kwargs, env.scope.depth + 1, env.scope.follow)
+        if isinstance(found, Unknown) and found.causes and _from_plain([*args, *kwargs.values()]) \
+                and not any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]):
+            # followed only for its plain arguments: the call the source shows is what is not known, for the
+            # first reason inside (`check_gguf_file(): reads files on the server`)
+            return unknown(label, found.causes[0][1])
+        return found
 
     def _accessor(self, name: str, args: list):
         """SGLang's accessors over server args: `*_view(args)` reads them, `*model_config*` builds one."""
@@ -591,7 +617,8 @@ class Expressions:
             return True
         if fn.name in (getattr(self, "follow_calls", None) or ()):
             return True  # a function the caller says reads only what is stated (resolved config, the args)
-        return any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()])
+        values = [*args, *kwargs.values()]
+        return _from_plain(values) or any(isinstance(v, (Cfg, ModelCfg)) for v in values)
 
     def invoke(self, fn: FuncRef, args: list, kwargs: dict, depth: int, follow: bool = True):
         follow = follow if isinstance(fn.node, ast.Lambda) else True
@@ -652,6 +679,14 @@ class Expressions:
 
 MAX_DEPTH = 12
 
+
+# Standard-library calls whose result follows from their (plain) arguments alone: a regex on a model path,
+# a path's last part. A match is its matched text (truthy as the match is), so `if re.match(...)` is decided.
+PURE_CALLS: dict[str, Callable] = {
+    "re.match": re.match, "re.search": re.search, "re.fullmatch": re.fullmatch, "re.sub": re.sub,
+    "os.path.basename": lambda p: str(p).rstrip("/").rsplit("/", 1)[-1] if p else "",
+    "os.path.splitext": lambda p: tuple(__import__("posixpath").splitext(p)),
+}
 
 NO_PROBE = object()  # Expressions.probe(): no value was given for this probe
 
@@ -851,3 +886,20 @@ def _binds(cls: ast.ClassDef, name: str) -> bool:
 def _reads_environment(node: ast.Call) -> bool:
     name = dotted(node.func)
     return ".get" in name and ("envs." in name or "environ" in name) or name.endswith(("getenv", "get_bool_env_var"))
+
+
+def _from_plain(values: list) -> bool:
+    """Whether a call's arguments are plain values (and unknowns, which stay unknown wherever the function
+    uses them), so that what it returns follows from them: ``_resolve_speculative_algorithm_alias(None, None)``."""
+    return any(_plain_value(v) for v in values) and all(_plain_value(v) or isinstance(v, Unknown) for v in values)
+
+
+def _plain_value(value, depth: int = 0) -> bool:
+    """None, a bool, number or string, or a list/tuple/dict of them (a value the evidence states fully)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if depth < 2 and isinstance(value, list | tuple):
+        return all(_plain_value(v, depth + 1) for v in value)
+    if depth < 2 and type(value) is dict:
+        return all(isinstance(k, str) and _plain_value(v, depth + 1) for k, v in value.items())
+    return False

@@ -266,6 +266,7 @@ def static_resolution(ev) -> Resolution:
     res = Resolution(ev.version or getattr(tree, "version", None), "static")
     config = ev.model_config
     final: dict[str, list[Change]] = {}
+    reacher = _Callers(tree, state, config, ev, probes)
     moved_names: set[str] | None = None  # None: the first pass walks every field
     for res.passes in range(1, MAX_PASSES + 1):
         moved = set()
@@ -276,7 +277,7 @@ def static_resolution(ev) -> Resolution:
             ev_ = Evaluator(cache.modules, state, config, {name}, defaults=declared, environ=environ,
                             initial={name: start} if start else {}, probes=probes, calls=calls)
             changes, value, known = _walk_field(name, found, ev_, cache, start, explicit, launch_defaults,
-                                                explain_write, has_unknown, unknown)
+                                                explain_write, has_unknown, unknown, reacher)
             final[name] = changes
             if known and (name not in state or not _same(state[name], value)):
                 state[name] = value
@@ -357,7 +358,37 @@ def _guards_text(module, write, parents) -> str:
     return "\n".join(out)
 
 
-def _walk_field(name, found, ev, cache, start, explicit, launch_defaults, explain_write, has_unknown, unknown):
+class _Callers:
+    """Whether the function holding a write is reached from other modules for this launch (0.5.19 and later
+    run their hooks from ``pipeline.py`` and ``spec_info.py``, some under conditions): a site that fired in
+    its own module but whose callers do not run is not a change (kit.provenance.Reacher, built once)."""
+
+    def __init__(self, tree, state, config, ev, probes) -> None:
+        self._args = (tree, dict(state), config, ev, probes)
+        self._reacher = None
+
+    def status(self, site) -> tuple[str, str]:
+        if site.status == "not fired" or "arg_groups" not in site.file:
+            return site.status, site.status_reason
+        if self._reacher is None:
+            from kit.provenance import Reacher
+
+            tree, state, config, ev, probes = self._args
+            self._reacher = Reacher(tree, state, config, command=ev.command or None,
+                                    environ=dict(ev.environ) if ev.environ else None, probes=probes)
+        try:
+            found = self._reacher.reach(site.where, site=site)
+        except (KitError, RecursionError, ValueError, TypeError, AttributeError):
+            return site.status, site.status_reason
+        if found.status == "not fired":
+            return "not fired", found.why_not()
+        if found.status == "unknown" and site.status == "fired":
+            return "unknown", f"its caller's condition is not decided ({found.reason})"
+        return site.status, site.status_reason
+
+
+def _walk_field(name, found, ev, cache, start, explicit, launch_defaults, explain_write, has_unknown, unknown,
+                reacher=None):
     """The writes to one field in the order they run: (changes, final value, whether it is known)."""
     running, how, known = (start[0], start[1], True) if start else (None, "not known at launch", False)
     changes: list[Change] = []
@@ -370,7 +401,8 @@ def _walk_field(name, found, ev, cache, start, explicit, launch_defaults, explai
             continue
         compute = computed.get(id(write))
         for site in sites:
-            if site.status == "not fired" or site.function.endswith(_NOT_RESOLUTION):
+            status, status_reason = reacher.status(site) if reacher is not None else (site.status, site.status_reason)
+            if status == "not fired" or site.function.endswith(_NOT_RESOLUTION):
                 continue
             value, _notes = compute() if compute is not None else (unknown(name, "not evaluated"), [])
             open_value = value is None and write.value is None or has_unknown(value)
@@ -378,11 +410,11 @@ def _walk_field(name, found, ev, cache, start, explicit, launch_defaults, explai
             guard = " and ".join(g.condition for g in site.guards if g.kind != "caller" or g.passes is not True)
             base = dict(field=name, asked=explicit.get(name), default=launch_defaults.get(name),
                         site=where, rule=site.rule, function=site.function, guard=guard, was_asked=name in explicit)
-            if site.status == "fired" and not open_value:
+            if status == "fired" and not open_value:
                 if not (known and _same(running, value)):
                     changes.append(Change(resolved=value, **base))
                 running, how, known = value, f"set by {where}", True
-            elif site.status == "fired":
+            elif status == "fired":
                 reason = getattr(value, "reason", "") or "its value is not computed statically"
                 changes.append(Change(resolved=site.value_text, decided=False, needs=_needs(reason, site.value_text), **base))
                 how, known = f"{where} sets it to {site.value_text}, not computed: {reason}", False
@@ -390,9 +422,9 @@ def _walk_field(name, found, ev, cache, start, explicit, launch_defaults, explai
                 if not open_value and known and _same(running, value):
                     continue
                 shown = value if not open_value else site.value_text
-                changes.append(Change(resolved=shown, decided=False, needs=_needs(site.status_reason, guard), **base))
+                changes.append(Change(resolved=shown, decided=False, needs=_needs(status_reason, guard), **base))
                 if open_value or not known or not _same(running, value):
-                    how = f"{running!r} unless {where} sets it to {site.value_text} ({site.status_reason})"
+                    how = f"{running!r} unless {where} sets it to {site.value_text} ({status_reason})"
                     known = known and not _reads_itself(write, name)
             break
     if changes and not known:
@@ -449,12 +481,52 @@ def _hardware_answers(ev) -> tuple[dict | None, dict | None]:
     if gpus and all("NVIDIA" in (g.name or "").upper() or _known_nvidia(g.name) for g in gpus):
         probes.update(CUDA_PROBES)
         probes["torch.cuda.is_available"] = True
+        probes["get_device"] = "cuda"
         mem = min((g.memory_total_mib for g in gpus if g.memory_total_mib), default=None)
         if mem:
             how = f"{gpus[0].name}, {mem} MiB ({ev.sources.get('hardware', 'the GPUs named')})"
             for fn in ("get_nvgpu_memory_capacity", "get_device_memory_capacity"):
                 calls[fn] = (mem, how)
+        answers = _gpu_answers(gpus[0].name)
+        if answers:
+            how = f"{gpus[0].name}, SM{answers['get_device_sm']} (the kit's GPU table)"
+            probes.update({k: v for k, v in answers.items() if k.startswith("is_")})
+            for fn in ("get_device_sm", "get_device_capability", "get_device_name"):
+                calls[fn] = (answers[fn], how)
+            platform = _platform(ev.tree, {**CUDA_PROBES, **answers, "cpu_has_amx_support": False})
+            if platform:
+                probes["get_platform"] = platform
     return probes or None, calls or None
+
+
+def _gpu_answers(name: str | None) -> dict | None:
+    """sglang's CUDA probes for a GPU of the kit's table, answered the way the dry-run answers them."""
+    try:
+        from kit.dryrun import gpu_profile, probe_answers
+
+        profile = gpu_profile(name)
+    except (KitError, ValueError, TypeError):
+        return None
+    return probe_answers(profile.probe_request()) if profile.sm is not None else None
+
+
+def _platform(tree, answers: dict) -> dict | None:
+    """``get_platform()`` of 0.5.2x as a mapping of its facts: sglang's own table of which probe answers each
+    fact (``_PLATFORM_PROBES`` and ``_PLATFORM_VALUES`` of srt/runtime_context.py), read from this release."""
+    try:
+        text = tree.read_text("srt/runtime_context.py")
+    except (KitError, OSError, AttributeError):
+        return None
+    facts: dict = {}
+    for node in ast.parse(text).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id in ("_PLATFORM_PROBES", "_PLATFORM_VALUES"):
+            try:
+                facts.update(ast.literal_eval(node.value))
+            except ValueError:
+                continue
+    return {fact: answers[probe] for fact, probe in facts.items() if probe in answers} or None
 
 
 def _known_nvidia(name: str | None) -> bool:
@@ -473,10 +545,13 @@ def _resolution_writes(cache, declared: dict) -> dict[str, list]:
     paths = [p for p in modules.files("srt/**/*.py") if any(w in p for w in _RESOLUTION_FILES)
              and "/test" not in p]
     named: set[str] = set()
-    rx = re.compile(r"\b(?:self|server_args|args)\.(\w+)\s*(?:=(?!=)|[-+*/]{1,2}=)|setattr\(\s*self,\s*[\"'](\w+)")
+    # `self.x = ...`, `setattr(self, "x", ...)`, and from 0.5.19 `declare_resolution(server_args, "...", x=...)`
+    # and a pass's `return {"x": ...}`: any `x=` or `"x":` of those files is a candidate, kept when x is a field
+    rx = re.compile(r"\b(?:self|server_args|args)\.(\w+)\s*(?:=(?!=)|[-+*/]{1,2}=)|setattr\(\s*self,\s*[\"'](\w+)"
+                    r"|\b(\w+)=(?!=)|[\"'](\w+)[\"']\s*:")
     for path in paths:
-        for a, b in rx.findall(modules.text(path)):
-            named.add(a or b)
+        for groups in rx.findall(modules.text(path)):
+            named.add(next(g for g in groups if g))
     out: dict[str, list] = {}
     for name in [n for n in declared if n in named]:
         found = []

@@ -28,6 +28,7 @@ from kit.dryrun._env import (
     supported_versions,
 )
 from kit.dryrun._gpus import GpuProfile, gpu_profile, gpu_profiles
+from kit.dryrun._inside import probe_answers
 from kit.dryrun._requirements import RequirementPlan, load_rules, plan
 from kit.dryrun._result import Change, DryRunResult, LogMessage, StartupError
 from kit.dryrun._run import dry_run, dry_run_many
@@ -51,6 +52,7 @@ __all__ = [
     "LogMessage",
     "load_rules",
     "plan",
+    "probe_answers",
     "RequirementPlan",
     "requirements",
     "resolve",

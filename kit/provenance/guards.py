@@ -131,9 +131,26 @@ def _bindings(module: ModuleInfo, chain: list[ast.AST], parents: dict, ev: Evalu
 
 def _bind(module: ModuleInfo, func: ast.AST, parents: dict, ev: Evaluator, calls):
     sites = [(fn, stmt) for fn, stmt in calls(module).get(func.name, ()) if fn is not func]
+    if not sites:  # a hook another module calls once: `handle_gpu_memory_settings(server_args, gpu_mem)` (0.5.19)
+        index = getattr(ev.modules, "scratch", {}).get("provenance")
+        owner = parents.get(id(func))
+        found = [] if index is None else index.callers_elsewhere(module, func.name) if owner is module.tree else \
+            index.method_callers_elsewhere(module, func.name) if isinstance(owner, ast.ClassDef) else []
+        # a method handed to a runner (`record_foreign_defaults(..., algo.handle_server_args)`) binds nothing here
+        found = [(m, st) for m, st in found if any(isinstance(n, ast.Call) and _called_name(n) == func.name
+                                                   for n in ast.walk(st))]
+        if len(found) == 1:
+            module, stmt = found[0]
+            parents = index.parents(module)
+            return _bind_at(module, func, stmt, parents, ev)
+        return None
     if len(sites) != 1:
         return None
-    stmt = sites[0][1]
+    return _bind_at(module, func, sites[0][1], parents, ev)
+
+
+def _bind_at(module: ModuleInfo, func: ast.AST, stmt: ast.stmt, parents: dict, ev: Evaluator):
+    """The parameters of ``func`` bound to the arguments of its call in ``stmt`` (of ``module``)."""
     call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _called_name(n) == func.name), None)
     if call is None or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None
@@ -141,11 +158,15 @@ def _bind(module: ModuleInfo, func: ast.AST, parents: dict, ev: Evaluator, calls
     if caller.env is None:
         return None
     params = param_names(func)
-    if isinstance(call.func, ast.Attribute) and params and params[0] in ("self", "cls"):
-        params = params[1:]
     env = caller.env
-    out = {name: ev.lazy(lambda node=node: ev.ev(node, env), node.lineno) for name, node in zip(params, call.args,
-                                                                                              strict=False)}
+    out = {}
+    if isinstance(call.func, ast.Attribute) and params and params[0] in ("self", "cls"):
+        if params[0] == "self" and not (isinstance(call.func.value, ast.Name) and call.func.value.id == "self"):
+            # `algo.handle_server_args(server_args)`: self is the object it is called on, there
+            out["self"] = ev.lazy(lambda node=call.func.value: ev.ev(node, env), call.lineno)
+        params = params[1:]
+    out.update({name: ev.lazy(lambda node=node: ev.ev(node, env), node.lineno) for name, node in zip(
+        params, call.args, strict=False)})
     out.update({k.arg: ev.lazy(lambda node=k.value: ev.ev(node, env), k.value.lineno) for k in call.keywords
                 if k.arg in params})
     return out
@@ -159,7 +180,20 @@ def _caller_walk(module: ModuleInfo, stmt: ast.stmt, parents: dict, ev: Evaluato
     hit = memo.get(id(stmt))
     if hit is not None and hit[0] is stmt:
         return hit[1]
-    walk = _Walk(module, _ancestors(stmt, parents), ev)
+    chain = _ancestors(stmt, parents)
+    # the calling function's own parameters, bound where it is called in turn (`self` of a method another
+    # module calls on an object: spec_info's `self.is_eagle()`); not while that binding is being made (a cycle)
+    index = getattr(getattr(ev, "modules", None), "scratch", {}).get("provenance") if ev is not None else None
+    busy = _memo(ev, "binding")
+    func = next((n for n in chain if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    bindings = None
+    if index is not None and func is not None and id(func) not in busy:
+        busy[id(func)] = True
+        try:
+            bindings = _bindings(module, chain, parents, ev, index.calls)
+        finally:
+            busy.pop(id(func), None)
+    walk = _Walk(module, chain, ev, bindings)
     walk.run()
     memo[id(stmt)] = (stmt, walk)
     return walk

@@ -123,10 +123,12 @@ class Reacher:
             return [[]]
         if any(fn is not func for fn, _ in self.cache.calls(module).get(func.name, ())):
             return [[]]  # called in its own module: explain()'s call paths hold those guards
-        if any(isinstance(n, ast.ClassDef) for n in chain[: chain.index(func)]):
-            return [[]]  # a method: called through objects the source does not name statically
+        method = any(isinstance(n, ast.ClassDef) for n in chain[: chain.index(func)])
+        callers = self._method_callers(module, func.name) if method else self._callers(module, func.name)
+        if method and not callers:
+            return [[]]  # a method called through objects the source does not name statically
         paths = []
-        for caller_module, stmt in self._callers(module, func.name):
+        for caller_module, stmt in callers:
             cparents = self.cache.parents(caller_module)
             walk = _caller_walk(caller_module, stmt, cparents, ev)
             where = f"{caller_module.path}:{stmt.lineno}"
@@ -142,25 +144,10 @@ class Reacher:
 
     def _callers(self, module: ModuleInfo, name: str) -> list[tuple[ModuleInfo, ast.stmt]]:
         """Statements of other modules that call ``name`` imported from ``module``."""
-        grep = getattr(self.tree, "grep", None)
-        if not callable(grep):
-            return []
-        try:
-            hits = grep(name, fixed=True, max_matches=500)
-        except Exception:  # noqa: BLE001 - a grep that fails leaves the callers unknown, never a crash
-            return []
-        out = []
-        for rel in dict.fromkeys(h.path for h in hits):
-            if rel == module.path or not rel.startswith("srt/") or "/test" in rel:
-                continue
-            other = self.cache.modules.get(rel)
-            if other is None:
-                continue
-            local = _imported_as(other, module.dotted, name)
-            if local is None:
-                continue
-            out.extend((other, stmt) for fn, stmt in self.cache.calls(other).get(local, ()))
-        return out
+        return self.cache.callers_elsewhere(module, name)
+
+    def _method_callers(self, module: ModuleInfo, name: str) -> list[tuple[ModuleInfo, ast.stmt]]:
+        return self.cache.method_callers_elsewhere(module, name)
 
 
 def _split(where: str) -> tuple[str, int | None]:
@@ -181,24 +168,6 @@ def _chain_at(module: ModuleInfo, line: int, parents: dict) -> list | None:
                     node.lineno == best.lineno and (node.end_lineno or 0) < (best.end_lineno or 0)):
                 best = node
     return _ancestors(best, parents) if best is not None and id(best) in parents else None
-
-
-def _imported_as(module: ModuleInfo, dotted: str, name: str) -> str | None:
-    """The local name ``name`` from module ``dotted`` has in ``module`` (any import in it), or None."""
-    package = module.dotted.rsplit(".", 1)[0]
-    for node in ast.walk(module.tree):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        source = node.module or ""
-        if node.level:
-            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-            source = f"{base}.{source}" if source else base
-        if source != dotted:
-            continue
-        for alias in node.names:
-            if alias.name == name:
-                return alias.asname or alias.name
-    return None
 
 
 def _as_caller(guard: Guard, where: str) -> Guard:

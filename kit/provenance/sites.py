@@ -24,6 +24,7 @@ class TreeIndex:
         self._full_parents: dict[str, dict[int, ast.AST]] = {}
         self._setters: dict[str, dict[str, tuple[int | None, int, int]]] = {}
         self._calls: dict[str, dict[str, list]] = {}
+        self._elsewhere: dict[tuple[str, str], list] = {}
 
     @property
     def modules(self) -> Modules:
@@ -78,6 +79,58 @@ class TreeIndex:
                     calls_in(module, self._all_parents(module)))))
             self._calls[module.path] = found if found is not None else calls_in(module, self._all_parents(module))
         return self._calls[module.path]
+
+    def callers_elsewhere(self, module: ModuleInfo, name: str) -> list[tuple[ModuleInfo, ast.stmt]]:
+        """Statements of other modules of ``srt/`` that call ``name`` imported from ``module`` (or run it:
+        :data:`RUNNERS`), found by a grep of the tree; [] when the tree cannot be searched."""
+        key = (module.path, name)
+        memo = self._elsewhere
+        if key in memo:
+            return memo[key]
+        grep = getattr(self.tree, "grep", None)
+        out: list[tuple[ModuleInfo, ast.stmt]] = []
+        try:
+            hits = grep(name, fixed=True, max_matches=500) if callable(grep) else []
+        except Exception:  # noqa: BLE001 - a grep that fails leaves the callers unknown, never a crash
+            hits = []
+        for rel in dict.fromkeys(h.path for h in hits):
+            if rel == module.path or not rel.startswith("srt/") or _is_test_path(rel):
+                continue
+            other = self.modules.get(rel)
+            if other is None:
+                continue
+            local = _imported_as(other, module.dotted, name)
+            if local is not None:
+                out.extend((other, stmt) for fn, stmt in self.calls(other).get(local, ()))
+        memo[key] = out
+        return out
+
+    def method_callers_elsewhere(self, module: ModuleInfo, name: str) -> list[tuple[ModuleInfo, ast.stmt]]:
+        """Statements of other modules that call a method ``name`` on an object (``algo.handle_server_args(
+        server_args)``, where ``algo`` is the enum member sglang dispatches on), or hand it to a runner. The
+        object's class is not known statically, so only a name called in a few places
+        (:data:`MAX_METHOD_CALLERS`) is followed; [] otherwise."""
+        key = (module.path, "." + name)
+        if key in self._elsewhere:
+            return self._elsewhere[key]
+        grep = getattr(self.tree, "grep", None)
+        out: list[tuple[ModuleInfo, ast.stmt]] = []
+        try:
+            hits = grep(f".{name}", fixed=True, max_matches=500) if callable(grep) and not name.startswith("__") \
+                else []
+        except Exception:  # noqa: BLE001 - a grep that fails leaves the callers unknown, never a crash
+            hits = []
+        for rel in dict.fromkeys(h.path for h in hits):
+            if rel == module.path or not rel.startswith("srt/") or _is_test_path(rel):
+                continue
+            other = self.modules.get(rel)
+            if other is None:
+                continue
+            for _fn, stmt in self.calls(other).get(name, ()):
+                if any(_calls_method(c, name) for c in ast.walk(stmt)):
+                    out.append((other, stmt))
+        self._elsewhere[key] = out = out if len(out) <= MAX_METHOD_CALLERS else []
+        return out
 
     def setters(self, module: ModuleInfo) -> dict[str, tuple[int | None, int, int]]:
         if module.path not in self._setters:
@@ -294,9 +347,66 @@ def writes_in(module: ModuleInfo, parts: list[str], setters: dict, lines: set[in
         at = bisect_left(marked, first)
         return at < len(marked) and marked[at] <= last
 
+    passes = _pass_statements(module) if len(parts) == 1 else {}
     for stmt in _statements(module.tree.body, any_marked):
         if any_marked(stmt.lineno, _header_end(stmt)):
             yield from _writes_in_stmt(stmt, parts, setters)
+            if id(stmt) in passes:
+                yield from _pass_writes(stmt, parts[0])
+
+
+# A resolution pass of 0.5.19 and later: a function registered with this decorator returns the fields it
+# decides as a dict (``return {"sampling_backend": "flashinfer"}``, srt/arg_groups/overrides.py), and
+# ``run_post_process_pass`` declares them.
+PASS_DECORATOR = "register_post_process"
+_PASS_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _pass_statements(module: ModuleInfo) -> dict[int, ast.stmt]:
+    """{id(stmt): stmt} of the ``return`` and ``name["field"] = ...`` statements of the module's
+    resolution passes (their nested functions excluded)."""
+    tree = module.tree
+    if PASS_DECORATOR not in module.text:
+        return {}
+    try:
+        return _PASS_MEMO[tree]
+    except (KeyError, TypeError):
+        pass
+    found: dict[int, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                _decorator_name(d) == PASS_DECORATOR for d in node.decorator_list):
+            todo = list(node.body)
+            while todo:
+                stmt = todo.pop()
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+                    continue
+                if isinstance(stmt, ast.Return | ast.Assign):
+                    found[id(stmt)] = stmt
+                todo.extend(c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt | ast.excepthandler))
+    try:
+        _PASS_MEMO[tree] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _decorator_name(node: ast.expr) -> str | None:
+    node = node.func if isinstance(node, ast.Call) else node
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _pass_writes(stmt: ast.stmt, name: str):
+    """A pass's decision on ``name``: a key of the dict it returns, or ``out["name"] = value``."""
+    if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Dict):
+        for key, value in zip(stmt.value.keys, stmt.value.values, strict=True):
+            if isinstance(key, ast.Constant) and key.value == name:
+                yield Write(stmt, "returned", name, value, key.lineno)
+    elif isinstance(stmt, ast.Assign):
+        for target in stmt.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
+                    and target.slice.value == name:
+                yield Write(stmt, "returned", name, stmt.value, stmt.lineno)
 
 
 def _statements(body: list[ast.stmt], any_marked):
@@ -495,7 +605,19 @@ def calls_in(module: ModuleInfo, parents: dict) -> dict[str, list[tuple[ast.AST,
         stmt, fn = _statement_and_function(node, parents)
         if stmt is not None and fn is not None:
             found.setdefault(name, []).append((fn, stmt))
+            if name in RUNNERS:  # run_hook(handle_x, server_args): handle_x is called here
+                for arg in node.args:
+                    if isinstance(arg, ast.Name | ast.Attribute):  # a function, or a bound method (obj.m)
+                        found.setdefault(arg.id if isinstance(arg, ast.Name) else arg.attr, []).append((fn, stmt))
     return found
+
+
+# sglang's calls that run a function given as an argument: the resolution pipeline of 0.5.19 and later
+# runs each hook with ``run_hook(fn, server_args)``, each pass with ``run_post_process_pass(server_args, fn)``,
+# and code whose writes it records with ``declare_direct_writes(server_args, source, fn)`` or
+# ``record_foreign_defaults(server_args, source, fn)`` (srt/arg_groups/pipeline.py, resolution_hooks.py,
+# overrides.py, speculative_hook.py).
+RUNNERS = ("run_hook", "run_post_process_pass", "declare_direct_writes", "record_foreign_defaults")
 
 
 def _statement_and_function(node: ast.AST, parents: dict):
@@ -508,3 +630,34 @@ def _statement_and_function(node: ast.AST, parents: dict):
             return stmt or node, parent
         node = parent
     return None, None
+
+
+def _imported_as(module: ModuleInfo, dotted: str, name: str) -> str | None:
+    """The local name ``name`` from module ``dotted`` has in ``module`` (any import in it), or None."""
+    package = module.dotted.rsplit(".", 1)[0]
+    for node in ast.walk(module.tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source = node.module or ""
+        if node.level:
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            source = f"{base}.{source}" if source else base
+        if source != dotted:
+            continue
+        for alias in node.names:
+            if alias.name == name:
+                return alias.asname or alias.name
+    return None
+
+
+MAX_METHOD_CALLERS = 3
+
+
+def _calls_method(node: ast.AST, name: str) -> bool:
+    """``obj.name(...)``, or ``obj.name`` handed to a runner that calls it (0.5.19: ``declare_direct_writes(
+    server_args, "...", algo.handle_server_args)``); not ``self.name``, a method of the caller's own class."""
+    if not isinstance(node, ast.Call):
+        return False
+    targets = [node.func, *(a for a in node.args if isinstance(a, ast.Attribute))]
+    return any(isinstance(t, ast.Attribute) and t.attr == name
+               and not (isinstance(t.value, ast.Name) and t.value.id in ("self", "cls")) for t in targets)
