@@ -386,7 +386,10 @@ def _spec_low(case: Case) -> list[str] | None:
     steps, draft = int(case.value("speculative_num_steps")), int(case.value("speculative_num_draft_tokens") or 0)
     if target is None or (steps >= target[0] and draft >= target[1]):
         return None
-    out = [f"speculative_num_steps = {steps}, speculative_num_draft_tokens = {draft}: {case.origin('speculative_num_steps')}",
+    stated = case.value("speculative_num_draft_tokens")
+    tokens = f"speculative_num_draft_tokens = {draft}" if stated is not None else \
+        "speculative_num_draft_tokens not set (sglang derives it from the steps)"
+    out = [f"speculative_num_steps = {steps}: {case.origin('speculative_num_steps')}; {tokens}",
            f"{target[2]} is {target[0]} steps and {target[1]} draft tokens"]
     accept, where = case.accept_length
     if accept:
