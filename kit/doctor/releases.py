@@ -157,9 +157,19 @@ def main(argv: list[str] | None = None) -> int:
         PATH.write_text(json.dumps(data, indent=1) + "\n")
         print(f"wrote {PATH}: {len(data['releases'])} releases, {len(data['not_read'])} not read")
         return 0
-    table = releases()
-    for r in table.values():
-        print(f"{r.version:<14} {r.published or '?'}  {len(r.flags):>4} flags  {len(r.fields):>4} fields")
+    try:
+        table = releases()
+    except KitError as err:
+        print(f"error: {err.message}" + (f"\n  -> {err.hint}" if getattr(err, "hint", None) else ""), file=sys.stderr)
+        return 2
+    try:
+        for r in table.values():
+            print(f"{r.version:<14} {r.published or '?'}  {len(r.flags):>4} flags  {len(r.fields):>4} fields")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
