@@ -83,53 +83,44 @@ class TreeIndex:
     def callers_elsewhere(self, module: ModuleInfo, name: str) -> list[tuple[ModuleInfo, ast.stmt]]:
         """Statements of other modules of ``srt/`` that call ``name`` imported from ``module`` (or run it:
         :data:`RUNNERS`), found by a grep of the tree; [] when the tree cannot be searched."""
-        key = (module.path, name)
-        memo = self._elsewhere
-        if key in memo:
-            return memo[key]
-        grep = getattr(self.tree, "grep", None)
-        out: list[tuple[ModuleInfo, ast.stmt]] = []
-        try:
-            hits = grep(name, fixed=True, max_matches=500) if callable(grep) else []
-        except Exception:  # noqa: BLE001 - a grep that fails leaves the callers unknown, never a crash
-            hits = []
-        for rel in dict.fromkeys(h.path for h in hits):
-            if rel == module.path or not rel.startswith("srt/") or _is_test_path(rel):
-                continue
-            other = self.modules.get(rel)
-            if other is None:
-                continue
+        def calls_in(other: ModuleInfo) -> list[ast.stmt]:
             local = _imported_as(other, module.dotted, name)
-            if local is not None:
-                out.extend((other, stmt) for fn, stmt in self.calls(other).get(local, ()))
-        memo[key] = out
-        return out
+            return [stmt for _fn, stmt in self.calls(other).get(local, ())] if local is not None else []
+
+        return self._elsewhere_memo((module.path, name), module, name, calls_in)
 
     def method_callers_elsewhere(self, module: ModuleInfo, name: str) -> list[tuple[ModuleInfo, ast.stmt]]:
         """Statements of other modules that call a method ``name`` on an object (``algo.handle_server_args(
         server_args)``, where ``algo`` is the enum member sglang dispatches on), or hand it to a runner. The
         object's class is not known statically, so only a name called in a few places
         (:data:`MAX_METHOD_CALLERS`) is followed; [] otherwise."""
-        key = (module.path, "." + name)
+        if name.startswith("__"):
+            return []
+
+        def calls_in(other: ModuleInfo) -> list[ast.stmt]:
+            return [stmt for _fn, stmt in self.calls(other).get(name, ())
+                    if any(_calls_method(c, name) for c in ast.walk(stmt))]
+
+        found = self._elsewhere_memo((module.path, "." + name), module, f".{name}", calls_in)
+        return found if len(found) <= MAX_METHOD_CALLERS else []
+
+    def _elsewhere_memo(self, key, module: ModuleInfo, text: str, calls_in) -> list[tuple[ModuleInfo, ast.stmt]]:
+        """The statements ``calls_in`` picks in each other module of ``srt/`` whose text holds ``text``."""
         if key in self._elsewhere:
             return self._elsewhere[key]
         grep = getattr(self.tree, "grep", None)
-        out: list[tuple[ModuleInfo, ast.stmt]] = []
         try:
-            hits = grep(f".{name}", fixed=True, max_matches=500) if callable(grep) and not name.startswith("__") \
-                else []
+            hits = grep(text, fixed=True, max_matches=500) if callable(grep) else []
         except Exception:  # noqa: BLE001 - a grep that fails leaves the callers unknown, never a crash
             hits = []
+        out: list[tuple[ModuleInfo, ast.stmt]] = []
         for rel in dict.fromkeys(h.path for h in hits):
             if rel == module.path or not rel.startswith("srt/") or _is_test_path(rel):
                 continue
             other = self.modules.get(rel)
-            if other is None:
-                continue
-            for _fn, stmt in self.calls(other).get(name, ()):
-                if any(_calls_method(c, name) for c in ast.walk(stmt)):
-                    out.append((other, stmt))
-        self._elsewhere[key] = out = out if len(out) <= MAX_METHOD_CALLERS else []
+            if other is not None:
+                out.extend((other, stmt) for stmt in calls_in(other))
+        self._elsewhere[key] = out
         return out
 
     def setters(self, module: ModuleInfo) -> dict[str, tuple[int | None, int, int]]:
