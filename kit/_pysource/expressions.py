@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 
 from .environment import env_call
 from .modules import bound_names, dotted, method_named, short
+from .plain import NOT_PURE, PURE_CALLS, from_plain, pure_call
 from .scope import DONE, RET, Env, Scope, const
 from .values import (
     Args,
@@ -328,7 +329,7 @@ class Expressions:
         if name.endswith("_view") or "model_config" in name:
             return self._accessor(name, args or [])
         if args is None or any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]) \
-                or _from_plain([*args, *kwargs.values()]):
+                or from_plain([*args, *kwargs.values()]):
             return None
         given = self.probe(name)
         if given is NO_PROBE and not args and PROBE.search(name):
@@ -552,16 +553,10 @@ class Expressions:
         if isinstance(callee, FuncRef):
             return self._call_function(callee, node, env, label)
         if isinstance(callee, External):
-            pure = PURE_CALLS.get(callee.dotted)
-            if pure is not None:
-                args, kwargs = self._args(node, env)
-                if args is not None and all(isinstance(v, str | int | bool) or v is None
-                                            for v in [*args, *kwargs.values()]):
-                    try:
-                        found = pure(*args, **kwargs)
-                    except Exception:  # noqa: BLE001 - an error the server would raise too: not decided here
-                        return unknown(label, f"{callee.dotted}() raised on these values")
-                    return found if not isinstance(found, re.Match) else found.group(0)
+            args, kwargs = self._args(node, env) if callee.dotted in PURE_CALLS else (None, None)
+            found = pure_call(callee.dotted, args, kwargs, label)
+            if found is not NOT_PURE:
+                return found
             return unknown(label, why_call(callee.dotted))
         if isinstance(callee, ClassRef):
             return unknown(label, "constructs an object; not evaluated")
@@ -593,7 +588,7 @@ class Expressions:
         if env.scope.depth >= MAX_DEPTH:
             return unknown(label, "calls nested too deep to follow")
         found = self.invoke(fn, args, kwargs, env.scope.depth + 1, env.scope.follow)
-        if isinstance(found, Unknown) and found.causes and _from_plain([*args, *kwargs.values()]) \
+        if isinstance(found, Unknown) and found.causes and from_plain([*args, *kwargs.values()]) \
                 and not any(isinstance(v, (Cfg, ModelCfg)) for v in [*args, *kwargs.values()]):
             # followed only for its plain arguments: the call the source shows is what is not known, for the
             # first reason inside (`check_gguf_file(): reads files on the server`)
@@ -618,7 +613,7 @@ class Expressions:
         if fn.name in (getattr(self, "follow_calls", None) or ()):
             return True  # a function the caller says reads only what is stated (resolved config, the args)
         values = [*args, *kwargs.values()]
-        return _from_plain(values) or any(isinstance(v, (Cfg, ModelCfg)) for v in values)
+        return from_plain(values) or any(isinstance(v, (Cfg, ModelCfg)) for v in values)
 
     def invoke(self, fn: FuncRef, args: list, kwargs: dict, depth: int, follow: bool = True):
         follow = follow if isinstance(fn.node, ast.Lambda) else True
@@ -679,14 +674,6 @@ class Expressions:
 
 MAX_DEPTH = 12
 
-
-# Standard-library calls whose result follows from their (plain) arguments alone: a regex on a model path,
-# a path's last part. A match is its matched text (truthy as the match is), so `if re.match(...)` is decided.
-PURE_CALLS: dict[str, Callable] = {
-    "re.match": re.match, "re.search": re.search, "re.fullmatch": re.fullmatch, "re.sub": re.sub,
-    "os.path.basename": lambda p: str(p).rstrip("/").rsplit("/", 1)[-1] if p else "",
-    "os.path.splitext": lambda p: tuple(__import__("posixpath").splitext(p)),
-}
 
 NO_PROBE = object()  # Expressions.probe(): no value was given for this probe
 
@@ -886,20 +873,3 @@ def _binds(cls: ast.ClassDef, name: str) -> bool:
 def _reads_environment(node: ast.Call) -> bool:
     name = dotted(node.func)
     return ".get" in name and ("envs." in name or "environ" in name) or name.endswith(("getenv", "get_bool_env_var"))
-
-
-def _from_plain(values: list) -> bool:
-    """Whether a call's arguments are plain values (and unknowns, which stay unknown wherever the function
-    uses them), so that what it returns follows from them: ``_resolve_speculative_algorithm_alias(None, None)``."""
-    return any(_plain_value(v) for v in values) and all(_plain_value(v) or isinstance(v, Unknown) for v in values)
-
-
-def _plain_value(value, depth: int = 0) -> bool:
-    """None, a bool, number or string, or a list/tuple/dict of them (a value the evidence states fully)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return True
-    if depth < 2 and isinstance(value, list | tuple):
-        return all(_plain_value(v, depth + 1) for v in value)
-    if depth < 2 and type(value) is dict:
-        return all(isinstance(k, str) and _plain_value(v, depth + 1) for k, v in value.items())
-    return False
