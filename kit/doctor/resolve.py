@@ -513,12 +513,16 @@ def _gpu_answers(name: str | None) -> dict | None:
 def _platform(tree, answers: dict) -> dict | None:
     """``get_platform()`` of 0.5.2x as a mapping of its facts: sglang's own table of which probe answers each
     fact (``_PLATFORM_PROBES`` and ``_PLATFORM_VALUES`` of srt/runtime_context.py), read from this release."""
+    from kit._pysource import modules_for
+
     try:
-        text = tree.read_text("srt/runtime_context.py")
-    except (KitError, OSError, AttributeError):
+        module = modules_for(tree).get("srt/runtime_context.py")  # parsed once per tree, kept with it
+    except (KitError, OSError, AttributeError, SyntaxError):
+        return None
+    if module is None:
         return None
     facts: dict = {}
-    for node in ast.parse(text).body:
+    for node in module.tree.body:
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
             node.target if isinstance(node, ast.AnnAssign) else None
         if isinstance(target, ast.Name) and target.id in ("_PLATFORM_PROBES", "_PLATFORM_VALUES"):
