@@ -89,6 +89,7 @@ class P2P:
     gpus: list[str]
     status: dict[str, str]  # "GPU0-GPU1": "OK" | "CNS" | "GNS" | "TNS" | "NS" | "DR" | "U"
     capability: str = "r"
+    basis: str = "nvidia-smi topo -p2p r"  # or what else decided it (kit.hardware_caps: the GPU model)
 
     def supported(self, a: str, b: str) -> bool | None:
         value = self.status.get(f"{a}-{b}")
@@ -153,7 +154,8 @@ class Hardware:
             lines.append(f"links     {pairs}" + (" ..." if len(self.topology.gpu_links()) > 6 else ""))
         if self.p2p is not None:
             bad = sorted({v for v in self.p2p.status.values() if v not in ("OK", "X")})
-            lines.append("p2p       " + ("supported between all pairs" if not bad else f"not everywhere: {', '.join(bad)}"))
+            lines.append("p2p       " + ("supported between all pairs" if not bad else f"not everywhere: {', '.join(bad)}")
+                         + ("" if self.p2p.basis.startswith("nvidia-smi") else f" (from {self.p2p.basis})"))
         if self.env:
             lines.append("env       " + " ".join(f"{k}={v}" for k, v in sorted(self.env.items())))
         if self.versions:

@@ -164,21 +164,28 @@ def _setup(args) -> int:
 
 def _gpus(args) -> int:
     from kit.dryrun import gpu_profiles
+    from kit.hardware_caps import capabilities
 
     profiles = gpu_profiles()
+    caps = {k: capabilities(p) for k, p in profiles.items()}
     if getattr(args, "json", False):
-        emit_json({k: p.to_dict() for k, p in profiles.items()})
+        emit_json({k: {**p.to_dict(), "capabilities": caps[k].to_dict() if caps[k] else None}
+                   for k, p in profiles.items()})
         return 0
     sys.stdout.write(f"{len(profiles)} GPUs; --gpu takes the key or the name nvidia-smi prints. Figures are datasheet "
-                     "peaks (bf16 dense, no sparsity; - where the datasheet gives none); `--json` adds each "
-                     "datasheet's URL and notes\n")
+                     "peaks (bf16 dense, no sparsity; - where the datasheet gives none); fp8/fp4: tensor formats of "
+                     "the architecture; p2p and nvlink: how boards reach each other (kit/data/gpu_capabilities.yaml); "
+                     "`--json` adds each source\n")
     for key, p in profiles.items():
         flags = "hopper" if p.hopper else "blackwell" if p.blackwell else ""
         if p.vendor != "nvidia":
             flags = "roofline only: the dry-run does not emulate ROCm"
         flops = f"{p.bf16_tflops:g}" if p.bf16_tflops is not None else "-"
+        c = caps[key]
+        formats = "/".join(f for f, on in (("fp8", c and c.fp8), ("fp4", c and c.fp4)) if on) or "-"
+        links = f"p2p {c.links.p2p}, nvlink {c.links.nvlink}" if c is not None and c.links else "links unknown"
         sys.stdout.write(f"{key:<15} {p.name:<50} {p.arch:<7} {p.memory_mib:>6} MiB  {p.bandwidth_gbs:>6g} GB/s  "
-                         f"{flops:>6} TFLOP/s bf16  {flags}".rstrip() + "\n")
+                         f"{flops:>6} TFLOP/s bf16  {formats:<7} {links:<34} {flags}".rstrip() + "\n")
     return 0
 
 

@@ -258,13 +258,19 @@ def _open_questions(case: Case, findings: list[Finding]) -> list[str]:
                 and f.id != "differs-from-baseline":
             out.append(f"{f.title} ({f.id}): {f.advice[0]}")
     hw = ev.hardware
+    from kit.hardware_caps import link_note
+
+    model = link_note(hw) if case.tp > 1 and (getattr(hw, "p2p", None) is None
+                                             or getattr(hw, "topology", None) is None) else None
     if case.tp > 1 and getattr(hw, "p2p", None) is None:
         out.append("peer-to-peer access between the tensor-parallel GPUs was not read: `nvidia-smi topo -p2p r` on "
                    "the box (or --topo FILE) decides whether sglang's custom all-reduce runs (without P2P it turns "
-                   "itself off at startup, and its log says so) or NCCL all-reduces over PCIe")
+                   "itself off at startup, and its log says so) or NCCL all-reduces over PCIe"
+                   + (f"; what the GPU model says: {model}" if model else ""))
     if case.tp > 1 and getattr(hw, "topology", None) is None:
         out.append("the GPUs' links were not read: `nvidia-smi topo -m` shows whether the TP ranks cross the CPU "
-                   "(PHB/NODE/SYS)")
+                   "(PHB/NODE/SYS)" + (f"; what the GPU model says: {model}" if model and getattr(hw, "p2p", None)
+                                       is not None else ""))
     if ev.baseline is not None:
         out.append(f"the baseline's sglang version: `sgl-kit upgrade-diff --from {ev.version or 'THIS'} --to "
                    "BASELINE_VERSION -- <flags>` resolves this launch with both releases and lists every setting "

@@ -626,6 +626,17 @@ def _hardware_from_files(ev: Evidence, nvidia_smi: str | None, topo: str | None,
         ev.hardware = _merge_hw(ev.hardware, _stand_in(profile.key, count, said))
         ev.sources["hardware"] = f"{profile.name} named in {said}; count {how}; not read from nvidia-smi"
     unknown_gpu(ev, gpu)
+    _p2p_from_model(ev)
+
+
+def _p2p_from_model(ev: Evidence) -> None:
+    """Peer access not read, but decided by the GPU model (kit.hardware_caps): said as the model's."""
+    from kit.hardware_caps import p2p_from_model
+
+    derived = p2p_from_model(ev.hardware)
+    if derived is not None:
+        ev.hardware.p2p = derived
+        ev.sources["p2p"] = derived.basis
 
 
 def _stand_in(gpu: str, count: int, why: str):
