@@ -164,7 +164,8 @@ KNOWN_GAPS = {
     "chunked-prefill-off-for-vlm": "no committed case runs an architecture sglang counts as a VLM with its config.json",
     "tp-across-slow-link": "no committed case pairs a tp > 1 launch with `nvidia-smi topo -m` of its own box",
     "nccl-p2p-disabled": "no committed case holds a TP server's environment with NCCL_P2P_DISABLE",
-    "p2p-unavailable": "no committed `topo -p2p` output of a TP server's GPUs without peer access",
+    "quantization-not-native-on-gpu": "no committed case launches a quantized checkpoint on a GPU below the method's "
+                                      "capability or FP8 on an SM 8.x GPU, with its sglang version",
     "custom-all-reduce-off": "no committed launch turns custom all-reduce off with tp > 1",
     "attention-backend-mismatch": "no committed launch with torch_native or a backend its GPU cannot run",
     "prefill-chunks-hold-decode": "no committed log has Prefill batch lines of full chunks while requests decode",

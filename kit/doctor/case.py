@@ -145,6 +145,20 @@ class Case:
     def tp(self) -> int:
         return int(self.value("tp_size") or 1)
 
+    def quantization(self) -> tuple[str | None, str]:
+        """The quantization method the server loads and where that was read: the resolved
+        ``quantization`` field, else config.json's ``quantization_config.quant_method`` (sglang reads the
+        checkpoint's own when no --quantization is given)."""
+        asked = self.value("quantization")
+        if asked and not self.unknown("quantization"):
+            return str(asked), "server arguments (quantization)"
+        config = self.ev.model_config
+        if config is not None:
+            q = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config")
+            if isinstance(q, dict) and q.get("quant_method"):
+                return str(q["quant_method"]), "config.json quantization_config.quant_method"
+        return None, ""
+
     def tp_gpus(self) -> tuple[list[str], str]:
         """The topology names (GPU0, GPU1, ...) of the GPUs the TP ranks run on, and how that was decided."""
         tp = self.tp

@@ -71,7 +71,7 @@ def _nccl_p2p_disabled(case: Case) -> list[str] | None:
     p2p = getattr(case.ev.hardware, "p2p", None)
     used, _ = _tp_gpus(case)
     if p2p is not None and len(used) > 1 and all(p2p.supported(a, b) for a, b in itertools.combinations(used, 2)):
-        out.append(f"yet nvidia-smi topo -p2p reports peer access OK between {', '.join(used)}")
+        out.append(f"yet {_p2p_said(p2p)} peer access OK between {', '.join(used)}")
     return out
 
 
@@ -97,7 +97,15 @@ def _p2p_missing(case: Case) -> list[str] | None:
            for a, b in itertools.combinations(used, 2) if p2p.supported(a, b) is False]
     if not bad:
         return None
+    if not p2p.basis.startswith("nvidia-smi"):
+        return [f"no peer access between TP ranks ({how}): {p2p.basis}",
+                "not read on the box: `nvidia-smi topo -p2p r` would confirm it"]
     return [f"nvidia-smi topo -p2p: no peer access between TP ranks ({'; '.join(bad)}) ({how})"]
+
+
+def _p2p_said(p2p) -> str:
+    """Who says what of peer access: nvidia-smi read on the box, or the GPU model's known capabilities."""
+    return "nvidia-smi topo -p2p reports" if p2p.basis.startswith("nvidia-smi") else "the GPU model gives"
 
 
 def _p2p_statuses(case: Case) -> set[str]:
@@ -127,6 +135,12 @@ def _p2p_fix(case: Case) -> Fix:
     after = _with_p2p(case)
     if after is not None and after.blocking is not None and "p2p" not in after.blocking.text.lower():
         return [], [f"peer access alone would not turn sglang's custom all-reduce on here: {after.sentence()}"], []
+    p2p = case.ev.hardware.p2p
+    if "GNS" in statuses and not p2p.basis.startswith("nvidia-smi"):
+        return [], ["GPUs whose driver offers peer access (workstation or data-center boards), or NVLink, would let "
+                    "sglang's custom all-reduce run (the estimate is what that would buy)"], \
+            ["looking for a BIOS setting: NVIDIA's driver withholds peer access on this GPU model; patched "
+             "open kernel modules that lift it exist, unsupported by NVIDIA"]
     if "GNS" in statuses:
         # nothing to prescribe on this machine: the estimate says what GPUs with peer access would buy
         return [], [], ["looking for a BIOS or driver setting: nvidia-smi reports GNS (GPU not supported) between "
@@ -141,7 +155,7 @@ rule(Rule(
     ("p2p",),
     when=_p2p_missing, impact=_p2p_impact, fix=_p2p_fix,
     sites=lambda case: _p2p_check_site(case), affects=("all-reduce",), covers=lambda case: set(),
-    uses=("args", "environ", "hardware", "bench", "decode", "model_config", "source", "topology")))
+    uses=("args", "environ", "hardware", "bench", "decode", "model_config", "source", "topology", "version")))
 
 
 def _custom_ar_off(case: Case) -> list[str] | None:
@@ -151,7 +165,7 @@ def _custom_ar_off(case: Case) -> list[str] | None:
     p2p = getattr(case.ev.hardware, "p2p", None)
     used, _ = _tp_gpus(case)
     if p2p is not None and len(used) > 1 and all(p2p.supported(a, b) for a, b in itertools.combinations(used, 2)):
-        out.append(f"nvidia-smi topo -p2p reports peer access OK between {', '.join(used)} "
+        out.append(f"{_p2p_said(p2p)} peer access OK between {', '.join(used)} "
                    f"({case.ev.sources.get('p2p', 'topo -p2p')}): the custom kernel's P2P check would pass"
                    + (f" ({_p2p_check_site(case)[0]})" if _p2p_check_site(case) else ""))
     return out
@@ -403,3 +417,74 @@ rule(Rule(
                                       "a benchmark of the baseline's launch and of this one (notebook 04)"),
     fix=_baseline_fix, affects=("decode step",), covers=lambda case: set(), after="findings",
     uses=("args", "command", "source")))
+
+
+# --------------------------------------------------------------------------- quantization against the GPU
+
+
+def _quant_on_gpu(case: Case):
+    """What this release does with the launch's quantization on this GPU (kit.doctor.gpu_support, mined from
+    each release's source), with the GPU's tensor formats (kit.hardware_caps)."""
+    from kit.hardware_caps import capabilities
+
+    from .gpu_support import runs_on
+
+    method, where = case.quantization()
+    profile = case.gpu_profile()
+    if not method or profile is None or profile.sm is None or not case.ev.version:
+        return None
+    facts = runs_on(case.ev.version, method, profile.sm)
+    if facts is None:
+        return None
+    return method, where, profile, facts, capabilities(profile)
+
+
+def _quant_not_native(case: Case) -> list[str] | None:
+    found = _quant_on_gpu(case)
+    if found is None:
+        return None
+    method, where, profile, facts, caps = found
+    arch = caps.architecture if caps is not None else None
+    if facts["refused"]:
+        return [f"quantization {method} ({where}) needs compute capability {facts['min_capability']} in sglang "
+                f"{facts['release']} ({facts['site']}); {profile.name} is SM{profile.sm}",
+                f"sglang refuses it when the model loads ({facts['check']}): the server does not start"]
+    if facts["marlin"]:
+        tensor = (f"{arch.name} tensor cores have no FP8 (source: {arch.source})" if arch is not None and not arch.fp8
+                  else "this SM range is where sglang takes Marlin's path")
+        return [f"quantization {method} ({where}) on {profile.name} (SM{profile.sm}): sglang {facts['release']} "
+                f"runs FP8 weights through Marlin's weight-only kernel there ({facts['marlin_site']})",
+                f"{tensor}: the weights are read at 1 byte per parameter and multiplied in BF16, so prefill "
+                "runs at BF16's rate plus the dequantization, not at an FP8 rate"]
+    return None
+
+
+def _quant_sites(case: Case) -> list[str]:
+    found = _quant_on_gpu(case)
+    facts = found[3] if found else {}
+    return [facts[k] for k in ("marlin_site", "site", "check") if facts.get(k)]
+
+
+def _quant_not_native_fix(case: Case) -> Fix:
+    found = _quant_on_gpu(case)
+    method, _, profile, facts, _ = found
+    if facts["refused"]:
+        return [], [f"a checkpoint in a format SM{profile.sm} runs (sglang {facts['release']}: "
+                    "`python -m kit.doctor.gpu_support` lists each method's capability), or a GPU of SM "
+                    f"{facts['min_capability']} or later"], []
+    return [], ["for time to first token: a BF16 checkpoint of the model, or a GPU with FP8 tensor cores (SM 8.9+); "
+                "for decode at batch 1 the 1-byte weights are an advantage: measure both (notebook 04)"], \
+        ["--quantization fp8 on this GPU expecting FP8 matmuls: the tensor cores cannot run them"]
+
+
+rule(Rule(
+    "quantization-not-native-on-gpu", "The quantization does not run natively on this GPU", ">=0.4",
+    ("hardware", "version"),
+    when=_quant_not_native,
+    impact=lambda case: not_estimated(
+        "sglang's source decides the kernel path, not its speed: the cost against BF16 on this GPU depends on the "
+        "model and the batch", "time to first token",
+        "the same launch with a BF16 checkpoint, benchmarked side by side (notebook 04)"),
+    fix=_quant_not_native_fix, sites=lambda case: _quant_sites(case),
+    affects=("prefill/extend",), covers=lambda case: {"quantization"},
+    uses=("args", "model_config", "source")))
