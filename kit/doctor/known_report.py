@@ -34,14 +34,16 @@ class Report:
     upgrade_to: str | None = None
     fixes: list[Match] = field(default_factory=list)
     brings: list[Match] = field(default_factory=list)
+    hardware: list[str] = field(default_factory=list)  # what this release does on the GPU (kit.doctor.gpu_support)
+    hardware_after: list[str] = field(default_factory=list)  # the same for the upgrade target
 
     def to_dict(self) -> dict:
         out = {"sglang": self.version, "gpus": self.gpus, "model": self.model, "entries": self.entries,
                "matches": [m.to_dict() for m in self.matches], "partial": [m.to_dict() for m in self.partial],
-               "problems": list(self.problems)}
+               "problems": list(self.problems), "hardware": list(self.hardware)}
         if self.upgrade_to:
             out["upgrade"] = {"to": self.upgrade_to, "fixes": [m.to_dict() for m in self.fixes],
-                              "brings": [m.to_dict() for m in self.brings]}
+                              "brings": [m.to_dict() for m in self.brings], "hardware": list(self.hardware_after)}
         return out
 
     def to_frame(self, which: str = "matches"):
@@ -99,6 +101,12 @@ class Report:
                + (f" with {self.model}" if self.model else "") + f": {len(self.matches)} match, "
                f"{len(self.partial)} may apply ({self.entries} entries in the database)"]
         out += [f"  ! {p}" for p in self.problems]
+        if self.hardware:
+            out += ["", "this release on this GPU (read from its source and the GPU's data):"]
+            out += [f"  - {line}" for line in self.hardware]
+        if self.upgrade_to and self.hardware_after:
+            out += ["", f"sglang {self.upgrade_to} on this GPU, for comparison:"]
+            out += [f"  - {line}" for line in self.hardware_after if not line.startswith(("tensor formats", "links"))]
         out += _section("matches", self.matches, _match_lines)
         out += _section("may apply (not checked: send what each needs)", self.partial, _partial_lines)
         if self.upgrade_to:
@@ -172,6 +180,13 @@ def report(evidence, upgrade_to: str | None = None, entries: list[dict] | None =
     out = Report(evidence.version or "?", [m for m in found if m.status == "matches"],
                  [m for m in found if m.status == "partial"], list(evidence.problems), gpu_facts(case),
                  evidence.sources.get("model_config"), len(entries), upgrade_to)
+    gpu = getattr(evidence.hardware, "gpu_name", None)
+    if gpu and evidence.version:
+        from .gpu_support import gpu_lines
+
+        out.hardware = gpu_lines(evidence.version, gpu)
+        if upgrade_to:
+            out.hardware_after = gpu_lines(upgrade_to, gpu)
     if upgrade_to:
         later = copy(evidence)
         later.version, later.sources = upgrade_to, {**evidence.sources, "version": "--upgrade-to"}
