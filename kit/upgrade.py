@@ -295,6 +295,7 @@ class UpgradeDiff:
             parts.append(f"<details{' open' if 'flags' in title else ''}><summary><b>{title} ({len(items)})</b>"
                          f"</summary><ul>{lines}</ul></details>")
         if self.known is not None:  # the known issues, as the table `sgl-kit known-issues --upgrade-to` prints
+            parts.append(self.known.hardware_html())
             for title, which in (("Known issues fixed by the upgrade", "fixes"),
                                  ("Known issues the upgrade brings", "brings")):
                 frame = self.known.to_frame(which)

@@ -167,3 +167,15 @@ def test_the_known_issues_report_says_what_the_release_does_on_the_gpu():
     ampere = " ".join(gpu_lines("0.5.11", "a6000"))
     assert "FP8 no" in ampere and "Marlin" in ampere and "w8a8_fp8 (needs SM89)" in ampere
     assert gpu_lines("0.5.11", "no such gpu") == []
+
+
+def test_an_upgrade_report_shows_both_releases_on_the_gpu():
+    from kit.doctor import known_issues, known_report
+
+    found = known_report.report(known_issues.evidence_for("0.5.11", "a6000"), upgrade_to="0.5.23")
+    text = "\n".join(found.upgrade_lines())
+    assert "SGLANG 0.5.11 ON THIS GPU" in text and "SGLANG 0.5.23 ON THIS GPU" in text
+    assert "srt/arg_groups/overrides.py" in text  # 0.5.23 picks its attention backend in its arg groups
+    assert found.to_dict()["upgrade"]["hardware"] == found.hardware_after
+    assert "<li>" in found.hardware_html()
+    assert known_report.report(known_issues.evidence_for("0.5.11", None)).hardware == []

@@ -67,6 +67,11 @@ class Report:
                                            break_long_words=False, break_on_hyphens=False))
 
         out = []
+        if self.hardware and self.hardware_after:
+            for version, lines in ((self.version, self.hardware), (self.upgrade_to, self.hardware_after)):
+                out += ["", f"SGLANG {version} ON THIS GPU (its source and the GPU's data)"]
+                out += [wrap(line) for line in lines if version == self.version
+                        or not line.startswith(("tensor formats", "links"))]
         for title, items in ((f"KNOWN ISSUES FIXED BY THE UPGRADE ({len(self.fixes)})", self.fixes),
                              (f"KNOWN ISSUES THE UPGRADE BRINGS ({len(self.brings)})", self.brings)):
             out += ["", title]
@@ -84,6 +89,7 @@ class Report:
 
         parts = [f"<p><b>{_html.escape(self.to_text().splitlines()[0])}</b></p>"]
         parts += [f"<p style='color:#a00'>{_html.escape(p)}</p>" for p in self.problems]
+        parts.append(self.hardware_html())
         sections = [("Matches", "matches"), ("May apply (not checked)", "partial")]
         if self.upgrade_to:
             sections += [(f"Fixed by upgrading to {self.upgrade_to}", "fixes"),
@@ -93,6 +99,15 @@ class Report:
             parts.append(f"<p><b>{_html.escape(title)} ({len(frame)})</b></p>"
                          + (frame.to_html(index=False) if len(frame) else "<p>none</p>"))
         return "<div>" + "".join(parts) + "</div>"
+
+    def hardware_html(self) -> str:
+        """What the release (and the upgrade target) does on the GPU, as HTML lists ('' without a GPU)."""
+        import html as _html
+
+        return "".join(f"<p><b>sglang {_html.escape(str(version))} on this GPU</b></p><ul>"
+                       + "".join(f"<li>{_html.escape(line)}</li>" for line in lines) + "</ul>"
+                       for version, lines in ((self.version, self.hardware), (self.upgrade_to, self.hardware_after))
+                       if lines)
 
     def to_text(self) -> str:
         gpus = ", ".join(f"{g['name']} ({g['vendor'] or 'vendor unknown'}, "
