@@ -179,3 +179,11 @@ def test_an_upgrade_report_shows_both_releases_on_the_gpu():
     assert found.to_dict()["upgrade"]["hardware"] == found.hardware_after
     assert "<li>" in found.hardware_html()
     assert known_report.report(known_issues.evidence_for("0.5.11", None)).hardware == []
+
+
+def test_an_unknown_tp_size_over_gpus_without_peer_access_is_a_question():
+    """sgl-project/sglang#4723 as posted: a server_args line cut before tp_size, 'two 4090s' in a sentence."""
+    d = diagnose(from_files(paste=str(ROOT / "data" / "incidents" / "sglang-4723-two-4090-tp-slower" / "issue.md")))
+    asked = [q for q in d.open_questions if q.startswith("the tensor-parallel size is not known")]
+    assert asked and "no peer access" in asked[0] and "gpu_capabilities.yaml" in asked[0]
+    assert "p2p-unavailable" not in [f.id for f in d.findings], "an unknown tp_size is a question, not a finding"

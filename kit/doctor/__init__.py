@@ -267,6 +267,13 @@ def _open_questions(case: Case, findings: list[Finding]) -> list[str]:
                    "the box (or --topo FILE) decides whether sglang's custom all-reduce runs (without P2P it turns "
                    "itself off at startup, and its log says so) or NCCL all-reduces over PCIe"
                    + (f"; what the GPU model says: {model}" if model else ""))
+    p2p = getattr(hw, "p2p", None)
+    if case.unknown("tp_size") and p2p is not None and len(p2p.gpus) > 1 \
+            and not any(p2p.supported(a, b) for a in p2p.gpus for b in p2p.gpus if a != b):
+        out.append(f"the tensor-parallel size is not known ({case.unknown('tp_size')}): if the server splits the model "
+                   f"over these GPUs (tp > 1), they have no peer access ({p2p.basis}), so sglang's custom all-reduce "
+                   "cannot run and every layer's all-reduce goes through host memory; the whole server_args line or "
+                   "the launch command tells tp_size")
     if case.tp > 1 and getattr(hw, "topology", None) is None:
         out.append("the GPUs' links were not read: `nvidia-smi topo -m` shows whether the TP ranks cross the CPU "
                    "(PHB/NODE/SYS)" + (f"; what the GPU model says: {model}" if model and getattr(hw, "p2p", None)
