@@ -719,10 +719,11 @@ def _compare(sides: dict, live: list[str], out: UpgradeDiff) -> None:
 def _setting_groups(sides: dict, live: list[str], names: dict) -> list[_Group]:
     """The settings of kit/data/lineage.yaml whose field has another name in some version."""
     from .server_args import lineage_data
+    from .server_args.lineage import era_in
 
     out = []
     for key, body in lineage_data()["settings"].items():
-        eras = {v: _era(body, v) for v in live}
+        eras = {v: era_in(body.get("eras", []), v) for v in live}
         present = {v: e["field"] for v, e in eras.items() if e and e.get("field") and e["field"] in names[v]}
         if len(present) != len(live) or len(set(present.values())) < 2:
             continue
@@ -733,14 +734,6 @@ def _setting_groups(sides: dict, live: list[str], names: dict) -> list[_Group]:
                           lineage=f"kit/data/lineage.yaml, setting {key}: "
                           + "; ".join(f"{v}: {present[v]}" for v in live), setting={"key": key, "eras": eras}))
     return out
-
-
-def _era(body: dict, version: str) -> dict | None:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
-    v = Version(version)
-    return next((e for e in body.get("eras", []) if SpecifierSet(e["versions"]).contains(v, prereleases=True)), None)
 
 
 def _merge_renames(groups: list[_Group], sides: dict, live: list[str], out: UpgradeDiff) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_cli import sgl_kit
 
-from kit._remote.locate import file_version, version_in
+from kit._remote.locate import declared_version, file_version
 from kit.hosts import LocalHost
 from kit.provenance import CUDA_PROBES, FlagExplanation, explain
 from kit.server_args import lineage, lineage_data
@@ -97,7 +97,7 @@ def incident(trees):
 @pytest.mark.parametrize(("name", "version"), [("_version-0.5.9.py.txt", "0.5.9"), ("_version-0.5.18.py.txt", "0.5.18"),
                                                ("version-0.5.1.py.txt", "0.5.1")])
 def test_the_version_files_of_real_releases(name, version):
-    assert version_in((DATA / name).read_text()) == version
+    assert declared_version((DATA / name).read_text()) == version
 
 
 def test_a_package_without_dist_info_takes_its_version_from_version_py(tmp_path):

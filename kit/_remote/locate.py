@@ -53,7 +53,7 @@ def metadata_version(dist):
     return None
 
 
-def version_in(text):
+def declared_version(text):
     """The version a ``_version.py`` / ``version.py`` text declares, or None."""
     match = VERSION_LINE.search(text)
     return match.group(1) if match else None
@@ -63,7 +63,7 @@ def file_version(pkg):
     for rel in VERSION_FILES:
         try:
             with open(os.path.join(pkg, rel), errors="replace") as f:
-                found = version_in(f.read())
+                found = declared_version(f.read())
         except OSError:
             continue
         if found:

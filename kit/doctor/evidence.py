@@ -309,16 +309,10 @@ def _read(ev: Evidence, option: str, path: str | None) -> str | None:
     return data.decode("utf-8", "replace")
 
 
-# sglang's own words when it changes a setting at startup (its logger.info/warning messages).
-_NOTICE = re.compile(r"Automatically (?:turn off|set|reduce|disable)|Disabling |is disabled because|Falling back|"
-                     r"Overlap scheduler is disabled|auto-disabl", re.I)
-
-
 def _decode_from(ev: Evidence, text: str, where: str, parse, summary) -> None:
     from kit.server_args import log_capacity, log_notices, parse_prefill_stats
 
-    ev.notices += [line for line in text.splitlines() if _NOTICE.search(line)][:200]
-    found = log_notices(text)
+    found = log_notices(text)  # the one reader of sglang's notices (kit.server_args.log)
     for notice in found:
         notice.source = where
     ev.messages += found
@@ -747,7 +741,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     """Evidence from a server found by kit.target.discover: its args (/server_info or log), its
     launch command, environment and log, the GPUs of its host, and its own sglang source."""
     from kit.hardware import read_hardware
-    from kit.server_args import decode_summary, effective_args, explicit_args, parse_decode_stats
+    from kit.server_args import decode_summary, effective_args, explicit_args, log_notices, parse_decode_stats
     from kit.source import SourceTree
 
     say = progress or (lambda text: None)
@@ -779,7 +773,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
         ev.problem("the server's sglang source", err)
     if server.log_path:
         head = "\n".join(server.log_head(3000))
-        ev.notices += [line for line in head.splitlines() if _NOTICE.search(line)][:200]
+        ev.notices += [n.text for n in log_notices(head) if n.kind != "warning"]
         ev.startup += startup_lines(head)
         tail = server.log_tail(4000)
         _decode_from(ev, "\n".join(tail), f"the log {server.log_path}", parse_decode_stats, decode_summary)

@@ -226,13 +226,9 @@ def _lineage_fit(names: list[str], releases: list[str]) -> tuple[set[str], list[
 
 
 def _contains(spec: str, version: str) -> bool:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from kit._versions import in_range
 
-    try:
-        return Version(version) in SpecifierSet(spec, prereleases=True)
-    except (InvalidVersion, ValueError):
-        return False
+    return in_range(version, spec)
 
 
 def guess_version(*, options: list[str] | None = None, fields: list[str] | None = None, whole_line: bool = False,

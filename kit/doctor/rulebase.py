@@ -34,8 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from kit._versions import in_range
 
 from .case import Case
 from .result import BASES, METRICS, PARTS, Change, Impact
@@ -156,8 +155,6 @@ def where(sites) -> list[str]:
 
 
 def version_in(version: str | None, spec: str) -> bool:
-    """Whether sglang ``version`` is in the PEP 440 range ``spec`` (False when either does not parse)."""
-    try:
-        return version is not None and Version(version) in SpecifierSet(spec, prereleases=True)
-    except (InvalidVersion, InvalidSpecifier):
-        return False
+    """Whether sglang ``version`` is in the PEP 440 range ``spec`` (False when either does not parse): the
+    kit's one range test, kit._versions.in_range."""
+    return in_range(version, spec)

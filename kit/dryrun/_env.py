@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit._paths import cache_dir
+from kit._versions import key as version_key
 from kit._wheels import install_package_source
 from kit.dryrun._requirements import (
     check_version,
@@ -36,7 +37,6 @@ from kit.dryrun._requirements import (
     read_pins,
     verified_file,
     verified_versions,
-    version_key,
 )
 from kit.dryrun._torch import choose_torch
 from kit.errors import DryRunError, EnvironmentMissing, SetupFailed

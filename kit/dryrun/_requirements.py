@@ -27,11 +27,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from kit._paths import cache_dir
+from kit._versions import key as version_key
 from kit._wheels import norm_dist, wheel
 from kit.errors import DryRunError, PackageNotFound, SetupFailed, UnsupportedVersion
 
 __all__ = ["Dropped", "RequirementPlan", "Rules", "generated_requirements", "is_verified", "load_rules",
-           "plan", "version_key", "verified_versions"]
+           "plan", "verified_versions"]
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "dryrun"
 RULES_FILE = DATA_DIR / "rules.yaml"
@@ -48,8 +49,6 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.]|post", version))
 
 
 # --------------------------------------------------------------------------- rules

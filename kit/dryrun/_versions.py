@@ -9,8 +9,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from kit._versions import key as version_key
 from kit.dryrun._env import _env_root, environment
-from kit.dryrun._requirements import check_version, generated_dir, load_rules, verified_versions, version_key
+from kit.dryrun._requirements import check_version, generated_dir, load_rules, verified_versions
 from kit.errors import DryRunError
 
 __all__ = ["VersionInfo", "released_versions", "versions"]

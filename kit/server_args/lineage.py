@@ -40,7 +40,7 @@ from .defaults import defaults
 from .flags import FlagSpec, flag_table
 from .values import dotted_name
 
-__all__ = ["SAME_VALUE", "FlagLineage", "Fold", "folds", "lineage", "lineage_data"]
+__all__ = ["SAME_VALUE", "FlagLineage", "Fold", "era_in", "folds", "lineage", "lineage_data"]
 
 LINEAGE_FILE = Path(__file__).resolve().parent.parent / "data" / "lineage.yaml"
 
@@ -226,16 +226,12 @@ _KIND_WORDS = {"field": "a field", "alias": "a deprecated alias", "ignored": "a 
 
 def _place(version: str | None, spans: list[dict]) -> str | None:
     """'not yet' when the version comes before every span the name existed in, 'removed' after them."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from kit._versions import in_range, parse
 
-    if version is None or not spans:
+    v = parse(version)
+    if v is None or not spans:
         return None
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return None
-    inside = [SpecifierSet(h["versions"]).contains(v, prereleases=True) for h in spans]
+    inside = [in_range(version, h["versions"]) for h in spans]
     if any(inside):
         return None  # the data says it exists here, the tree says not: do not guess
     first = _lower_bound(spans[0]["versions"])
@@ -262,17 +258,15 @@ def _history(data: dict) -> list[str]:
 
 
 def _era(setting: str, version: str | None) -> dict | None:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    return era_in(lineage_data()["settings"][setting]["eras"], version) if setting else None
 
-    if not setting or version is None:
-        return None
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return None
-    eras = lineage_data()["settings"][setting]["eras"]
-    return next((e for e in eras if SpecifierSet(e["versions"]).contains(v, prereleases=True)), None)
+
+def era_in(eras: list[dict], version: str | None) -> dict | None:
+    """The era of a setting's lineage (kit/data/lineage.yaml) whose range holds ``version``; None when none
+    does, or when ``version`` is not a version (a branch, "main")."""
+    from kit._versions import in_range
+
+    return next((e for e in eras if in_range(version, e["versions"])), None)
 
 
 def _data_for(name: str) -> dict | None:

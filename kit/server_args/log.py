@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kit._versions import triple
 from kit.errors import ParseError
 
 from .common import AST_ERRORS
@@ -54,13 +55,6 @@ _DICT_LOGS_SINCE = (0, 5, 19)
 
 
 _MAX_LINE = 4 * 1024 * 1024
-
-
-def _version_key(version: str | None) -> tuple[int, ...] | None:
-    if not version:
-        return None
-    nums = re.findall(r"\d+", version)[:3]
-    return tuple(int(n) for n in nums) if nums else None
 
 
 class _LogScan:
@@ -208,7 +202,7 @@ def _assign_stages(snaps: list[ServerArgsSnapshot]) -> None:
     i = 0
     while i < len(snaps):
         snap, nxt = snaps[i], snaps[i + 1] if i + 1 < len(snaps) else None
-        key = _version_key(snap.version)
+        key = triple(snap.version)
         if snap.form == "ServerArgs":
             snap.stage = "raw" if key is not None and key >= _DICT_LOGS_SINCE else "resolved"
         elif key is not None and key < _DICT_LOGS_SINCE:

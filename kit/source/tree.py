@@ -18,7 +18,7 @@ from pathlib import Path
 from kit._index import MISSING, index_for
 from kit._paths import cache_dir
 from kit._remote import run as run_script
-from kit._remote.locate import VERSION_FILES, version_in
+from kit._remote.locate import VERSION_FILES, declared_version
 from kit.errors import (
     AmbiguousSymbol,
     CommandFailed,
@@ -535,7 +535,7 @@ def _file_version(host: Host, root: str) -> tuple[str | None, str | None]:
     `__version__ = version = '0.5.9'`), for a package directory without a dist-info beside it."""
     for rel in VERSION_FILES:
         try:
-            found = version_in(host.read_text(posixpath.join(root, rel)))
+            found = declared_version(host.read_text(posixpath.join(root, rel)))
         except (RemoteFileError, OSError, UnicodeError):
             continue
         if found:
