@@ -187,3 +187,12 @@ def test_an_unknown_tp_size_over_gpus_without_peer_access_is_a_question():
     asked = [q for q in d.open_questions if q.startswith("the tensor-parallel size is not known")]
     assert asked and "no peer access" in asked[0] and "gpu_capabilities.yaml" in asked[0]
     assert "p2p-unavailable" not in [f.id for f in d.findings], "an unknown tp_size is a question, not a finding"
+
+
+def test_the_table_s_command_names_what_it_knows_for_a_method_it_does_not(capsys):
+    from kit.doctor.gpu_support import main
+
+    assert main(["--method", "fp9"]) == 2
+    err = capsys.readouterr().err
+    assert "no release registers --quantization 'fp9'" in err and "fp8" in err
+    assert main(["--method", "fp8"]) == 0 and "0.5.11" in capsys.readouterr().out

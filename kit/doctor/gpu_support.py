@@ -477,6 +477,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write(args.release, progress=lambda s: print(s, file=sys.stderr))
     if args.method:
+        known = sorted({m for facts in support().values() for m in facts["methods"]})
+        if args.method not in known:
+            print(f"python -m kit.doctor.gpu_support: no release registers --quantization {args.method!r}; the methods "
+                  f"the mined releases register: {', '.join(known)}", file=sys.stderr)
+            return 2
         for release, facts in support().items():
             e = facts["methods"].get(args.method)
             print(f"{release:14} " + ("not registered" if e is None else
