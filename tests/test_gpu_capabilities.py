@@ -167,6 +167,9 @@ def test_the_known_issues_report_says_what_the_release_does_on_the_gpu():
     ampere = " ".join(gpu_lines("0.5.11", "a6000"))
     assert "FP8 no" in ampere and "Marlin" in ampere and "w8a8_fp8 (needs SM89)" in ampere
     assert gpu_lines("0.5.11", "no such gpu") == []
+    takes = [line for line in gpu_lines("0.5.11", "a6000") if line.startswith("awq_marlin takes over")]
+    assert takes and "--quantization is none, awq_marlin, marlin" in takes[0] and "awq/awq.py:" in takes[0]
+    assert not any(line.startswith("awq_marlin takes over") for line in gpu_lines("0.5.11", "t4"))  # below SM80
 
 
 def test_an_upgrade_report_shows_both_releases_on_the_gpu():

@@ -151,7 +151,35 @@ def _min_capability(tree, path: str, cls_name: str, depth: int = 0) -> dict:
            "min_capability": min(values) if values else None, "conditional": conditional}
     if conditional:
         out["code"] = " ".join(ast.unparse(method).split())[:300]
+    takes = _takes_over(cls, where)
+    if takes:
+        out["takes_over"] = takes
     return out
+
+
+def _takes_over(cls: ast.ClassDef, where: str) -> dict | None:
+    """When the class takes over a checkpoint of another method at load (``override_quantization_method``,
+    run by the model config for every registered method): the ``--quantization`` values it accepts, from its
+    ``is_valid_user_quant = ...`` (None: no --quantization given)."""
+    method = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "override_quantization_method"),
+                  None)
+    if method is None:
+        return None
+    accepts: list[str] = []
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "is_valid_user_quant"
+                                                for t in node.targets):
+            for cmp in ast.walk(node.value):
+                if isinstance(cmp, ast.Compare) and ast.unparse(cmp.left) == "user_quant":
+                    for op, right in zip(cmp.ops, cmp.comparators, strict=False):
+                        if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
+                            accepts.append("(none)")
+                        elif isinstance(op, ast.Eq) and isinstance(right, ast.Constant):
+                            accepts.append(str(right.value))
+                        elif isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+                            accepts += [str(e.value) for e in right.elts if isinstance(e, ast.Constant)]
+    return {"site": f"{where}:{method.lineno}", "accepts": sorted(set(accepts))} if accepts else \
+        {"site": f"{where}:{method.lineno}", "accepts": None}
 
 
 _OTHER_PLATFORM = re.compile(r"(?i)\b_?(is_)?(npu|musa|hip|xpu|hpu|cpu)\b")
@@ -435,6 +463,13 @@ def gpu_lines(version: str, gpu) -> list[str]:
     if refused:
         out.append(f"quantization refused on {profile.arch} by sglang {release} ({facts.get('capability_check')}): "
                    + ", ".join(f"{m} (needs SM{c})" for m, c in refused))
+    for name, e in sorted(facts["methods"].items()):
+        takes = e.get("takes_over") or {}
+        if takes.get("accepts") and name.endswith("_marlin") and e.get("min_capability") is not None \
+                and profile.sm >= e["min_capability"]:
+            asked = ", ".join("none" if a == "(none)" else a for a in takes["accepts"])
+            out.append(f"{name} takes over a compatible checkpoint when --quantization is {asked} "
+                       f"({takes['site']}); any other value keeps the checkpoint's own kernel")
     marlin = facts.get("fp8_marlin") or {}
     if "sm" in marlin and marlin["sm"][0] <= profile.sm < marlin["sm"][1]:
         out.append(f"fp8 checkpoints run on Marlin's weight-only kernel on {profile.arch} ({marlin['site']}: "
