@@ -37,13 +37,16 @@ _REGISTRY = "srt/layers/quantization/__init__.py"
 
 
 def _parse(tree, path: str) -> ast.Module | None:
-    """One file of the release, parsed; None when the release has no such file."""
-    from kit.errors import SourceFileNotFound
+    """One file of the release, parsed once per tree by the kit's one source model (kit._pysource); None when
+    the release has no such file."""
+    from kit._pysource import modules_for
+    from kit.errors import KitError
 
     try:
-        return ast.parse(tree.read_text(path))
-    except (SourceFileNotFound, OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        found = modules_for(tree).get(path)
+    except (KitError, OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return None
+    return found.tree if found is not None else None
 
 
 def _imports(module: ast.Module, path: str = "") -> dict[str, str]:
@@ -344,6 +347,8 @@ def write(releases: list[str] | None = None, progress=print) -> dict:
     from kit.witness import source_tree
 
     data = {"made_by": "python -m kit.doctor.gpu_support --write", "releases": {}}
+    if releases and DATA.exists():  # --release: those are mined again, the others kept
+        data["releases"] = json.loads(DATA.read_text(encoding="utf-8"))["releases"]
     for version in releases or _releases():
         progress(f"sglang {version}: reading its quantization and attention source")
         tree = source_tree(sglang=version)

@@ -454,8 +454,9 @@ def _quant_not_native(case: Case) -> list[str] | None:
                   else "this SM range is where sglang takes Marlin's path")
         return [f"quantization {method} ({where}) on {profile.name} (SM{profile.sm}): sglang {facts['release']} "
                 f"runs FP8 weights through Marlin's weight-only kernel there ({facts['marlin_site']})",
-                f"{tensor}: the weights are read at 1 byte per parameter and multiplied in BF16, so prefill "
-                "runs at BF16's rate plus the dequantization, not at an FP8 rate"]
+                f"{tensor}; sglang's own startup warning (srt/layers/quantization/marlin_utils_fp8.py) says "
+                "weight-only FP8 \"may degrade performance for compute-heavy workloads\": prefill, not the 1-byte "
+                "weight reads of decode"]
     return None
 
 
