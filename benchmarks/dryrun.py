@@ -6,8 +6,8 @@
   environment is complete; and the environment's size on disk.
 - one dry-run: `sgl-kit dryrun ...` end to end as a user runs it (a new process that
   imports sglang), split into sglang's import and `ServerArgs.__post_init__`; and five
-  launches in one process (`resolve_many`, one import, a fork per launch) against five
-  separate `resolve` calls.
+  launches in one process (`dry_run_many`, one import, a fork per launch) against five
+  separate `dry_run` calls.
 - versions: the incident's new launch under every sglang version the kit knows here
   (`--all-versions` sets them up): status (verified or best-effort), environment size, a cold
   run (a new process importing sglang), a warm one in-process and one through `sgl-kit` (the

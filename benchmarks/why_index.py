@@ -17,7 +17,7 @@ The floor: `grep -rn` and `sed -n` over SSH to the same sshd, as one `ssh` proce
 one request on a connection already open (the kit's helper: what a warm `why` pays per question).
 
 The SSH rows are timed again with the connection kept between processes (``, kept connection``:
-the first run leaves a keeper, kit.hosts.keep; the others run with SGL_KIT_SSH_PERSIST=0).
+the first run leaves a keeper, kit.hosts.kept; the others run with SGL_KIT_SSH_PERSIST=0).
 Then, per sglang tree (0.5.11 and 0.5.23): the index file's size and the CPU seconds of the
 `why` that builds it cold. The load average is printed before and after: the machine may be shared.
 
@@ -71,7 +71,7 @@ class Kit:
         return [sys.executable, "-m", "kit.cli", *args]
 
     def environ(self, cache: Path, **extra: str) -> dict:
-        # Each process connects on its own unless a row asks for the kept connection (kit.hosts.keep).
+        # Each process connects on its own unless a row asks for the kept connection (kit.hosts.kept).
         env = {**os.environ, "SGL_KIT_SSH_PERSIST": "0", **self.env, "SGL_KIT_CACHE": str(cache), **extra}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed kit has its bytecode
         if self.source is not None:
@@ -105,9 +105,9 @@ def _on_open_connection(server, argv: list[str], repeat: int) -> list[tuple[floa
 
 
 def _kept_rows(kit: Kit, work: Path, commands: dict, repeat: int) -> dict[str, dict]:
-    """The SSH rows again with the connection kept between processes (kit.hosts.keep): the first run
+    """The SSH rows again with the connection kept between processes (kit.hosts.kept): the first run
     connects and leaves the keeper, the timed ones go through it. Index warm."""
-    from kit.hosts.keep import disconnect
+    from kit.hosts.kept import disconnect
 
     out = {}
     runtime = work / "runtime"

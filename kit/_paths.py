@@ -53,7 +53,7 @@ def runs_dir() -> Path:
 
 
 def runtime_dir() -> Path | None:
-    """A directory only this user can open, for the sockets of kept SSH connections (kit.hosts.keep):
+    """A directory only this user can open, for the sockets of kept SSH connections (kit.hosts.kept):
     ``$SGL_KIT_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/sgl-kit``, else ``/tmp/sgl-kit-<uid>``. None when it
     cannot be made private: another user owns it, or others may open it."""
     chosen = os.environ.get(RUNTIME_ENV)

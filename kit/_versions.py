@@ -8,11 +8,12 @@ orders sglang's own forms: 0.5.10rc1 < 0.5.10 < 0.5.10.post1 < 0.5.11).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["in_range", "key", "parse", "triple"]
+__all__ = ["in_range", "key", "parse", "specifier", "triple"]
 
 
 _LEADING = re.compile(r"\d+(?:\.\d+)+(?:\.?(?:rc|post|dev|a|b)\d+)*")
@@ -41,13 +42,20 @@ def key(version: str | None) -> tuple:
 def in_range(version: str | None, spec: str) -> bool:
     """Whether ``version`` is in the PEP 440 range ``spec`` (pre-releases included); False when either does
     not parse."""
-    parsed = parse(version)
-    if parsed is None:
-        return False
+    parsed, spec_set = parse(version), specifier(spec)
+    return parsed is not None and spec_set is not None and spec_set.contains(parsed)
+
+
+@lru_cache(maxsize=2048)
+def specifier(spec: str) -> SpecifierSet | None:
+    """The PEP 440 range ``spec`` (pre-releases included: sglang's rc releases are in ``>=0.5.9``), parsed once;
+    None when it does not parse."""
+    if not isinstance(spec, str) or not spec.strip():
+        return None
     try:
-        return SpecifierSet(spec).contains(parsed, prereleases=True)
+        return SpecifierSet(spec, prereleases=True)
     except InvalidSpecifier:
-        return False
+        return None
 
 
 def triple(version: str | None) -> tuple[int, int, int] | None:

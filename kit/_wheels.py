@@ -16,7 +16,8 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from ._paths import cache_dir
-from .errors import NotGiven, PackageNotFound, SourceError, SourceInputError
+from ._proc import pip, pip_said
+from .errors import CommandTimeout, NotGiven, PackageNotFound, SourceError, SourceInputError
 
 __all__ = ["cached_wheel", "download_wheel", "install_package_source", "norm_dist", "unzip_wheel", "wheel"]
 
@@ -40,8 +41,7 @@ def download_wheel(wheels: Path, package: str, version: str) -> Path:
     """``pip download --no-deps package==version`` into ``wheels``; the wheel's path."""
     wheels = Path(wheels)
     wheels.mkdir(parents=True, exist_ok=True)
-    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--disable-pip-version-check"]
+    base = ["download", "--no-deps", "--only-binary=:all:"]
     spec = f"{package}=={version}"
     res = _pip(base + [spec, "-d", str(wheels)])
     if res.returncode != 0 and "matching distribution" in res.stderr.lower():
@@ -50,21 +50,19 @@ def download_wheel(wheels: Path, package: str, version: str) -> Path:
         res = _pip(base + extra + [spec, "-d", str(wheels)])
     found = cached_wheel(wheels, package, version)
     if res.returncode != 0 or found is None:
-        tail = " / ".join((res.stderr or res.stdout).strip().splitlines()[-4:])
         raise PackageNotFound(
-            f"could not download {spec} with pip (exit {res.returncode}): {tail}",
+            f"could not download {spec} with pip (exit {res.returncode}): {pip_said(res)}",
             hint=f"check network/proxy/index settings, or copy the wheel into {wheels}",
         )
     return found
 
 
-def _pip(argv: list[str]) -> subprocess.CompletedProcess:
+def _pip(args: list[str]) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=_PIP_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise PackageNotFound(f"pip did not finish within {_PIP_TIMEOUT:g}s: {' '.join(argv[3:])}",
-                              hint="check the network or the package index; pip may be waiting on it") from None
+        return pip(args, python=sys.executable, timeout=_PIP_TIMEOUT)
+    except CommandTimeout as exc:
+        raise PackageNotFound(f"pip did not finish within {_PIP_TIMEOUT:g}s: {' '.join(args)}",
+                              hint="check the network or the package index; pip may be waiting on it") from exc
 
 
 def wheel(package: str, version: str, wheels: Path | None = None) -> Path:

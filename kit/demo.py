@@ -22,7 +22,8 @@ from pathlib import Path
 
 from ._paths import cache_dir
 from ._wheels import install_package_source
-from .errors import KitError
+from .errors import KitError, UsageError
+from .notebook import execute
 from .source import SourceSnippet, SourceTree
 from .target import connect
 
@@ -44,7 +45,7 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
 
     notebooks = ROOT / "notebooks"
     if not (notebooks / "00_connect.ipynb").is_file():
-        raise KitError(f"no notebooks at {notebooks}", hint="run the demo from a clone of the repository")
+        raise UsageError(f"no notebooks at {notebooks}", hint="run the demo from a clone of the repository")
     out.mkdir(parents=True, exist_ok=True)
     if target == "lab":
         lab_step(console, port or None)
@@ -57,7 +58,6 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
         params = papermill.inspect_notebook(str(source))
         values = {"target": target, "requests": requests, "max_tokens": max_tokens,
                   "summary_path": str(summary_path.resolve()), "server_port": port,
-                  "notebook_file": str((out / f"{name}.ipynb").resolve()),
                   "share_to": str((out / f"{name}.html").resolve())}
         if ssh_config:
             values["ssh_config"] = ssh_config
@@ -66,9 +66,7 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
             _dryrun_environments_for(console, params)
         started = time.monotonic()
         with console.status(f"running {name} against {target}"), _stderr_to(out / "kernels.log"):
-            papermill.execute_notebook(str(source), str(out / f"{name}.ipynb"), parameters=values,
-                                       kernel_name="python3", progress_bar=False, cwd=str(notebooks),
-                                       execution_timeout=600)
+            execute(source, out / f"{name}.ipynb", values, cwd=notebooks, timeout=600)  # share() finds its file
         timings[name] = time.monotonic() - started
         console.print(f"  {name}: {timings[name]:.0f} s")
     page = _html(out, console)

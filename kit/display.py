@@ -10,11 +10,12 @@ import html
 import re
 import shlex
 import sys
-import textwrap
 import time
 from typing import Any
 
-__all__ = ["ProgressWidget", "ab_comparison", "breakable", "diagnosis_view", "filtered_table", "html_table",
+from kit._text import wrap
+
+__all__ = ["ProgressWidget", "Text", "ab_comparison", "breakable", "diagnosis_view", "filtered_table", "html_table",
            "hypothesis_picker", "in_notebook", "metrics_timeline", "pre", "rate_distribution", "steps_chart", "td",
            "timeline"]
 
@@ -41,7 +42,8 @@ _BREAK_SNAKE = re.compile(r"(?<=[^\s_])_(?=[^\s_.])")
 _NOWRAP = "<span style='white-space:nowrap'>{}</span>"
 
 
-def _cut(text: str, pattern: re.Pattern) -> list[str]:
+def _split_after(text: str, pattern: re.Pattern) -> list[str]:
+    """``text`` in pieces, each ending where ``pattern`` matches (the break points of a long token)."""
     ends = [m.end() for m in pattern.finditer(text)]
     return [text[a:b] for a, b in zip([0, *ends], [*ends, len(text)], strict=True) if b > a]
 
@@ -56,8 +58,8 @@ def _token(token: str) -> str:
         return html.escape(token)
     if len(token) <= _LONGEST:
         return _whole(token)
-    parts = [p for part in _cut(token, _BREAK_AFTER) for p in (_cut(part, _BREAK_SNAKE) if len(part) > _LONGEST
-                                                               else [part])]
+    parts = [p for part in _split_after(token, _BREAK_AFTER)
+             for p in (_split_after(part, _BREAK_SNAKE) if len(part) > _LONGEST else [part])]
     return "<wbr>".join(_whole(p) for p in parts)
 
 
@@ -387,8 +389,7 @@ def step_label(step: Any, width: int = 32) -> str:
     if step is None:
         return "as found"
     flags = [f"+ {c}" for c in getattr(step, "changes", [])]
-    lines = flags or textwrap.wrap(getattr(step, "label", "") or step.title, width, break_on_hyphens=False,
-                                   break_long_words=False)
+    lines = flags or wrap(getattr(step, "label", "") or step.title, width).split("\n")
     return "<br>".join(html.escape(line) for line in lines)
 
 

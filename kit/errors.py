@@ -15,7 +15,7 @@ nowhere else (``tests/test_layers.py`` checks it)::
     │   │   └── HostKeyChanged
     │   ├── HostDisconnected
     │   ├── CommandFailed         result: the CommandResult
-    │   ├── CommandTimeout        partial: what ran before the kill
+    │   ├── CommandTimeout        partial: what ran before the kill (on a host, or by kit/_proc.run)
     │   └── RemoteFileError
     ├── SourceError
     │   ├── PackageNotFound
@@ -42,6 +42,9 @@ nowhere else (``tests/test_layers.py`` checks it)::
     │   ├── PrometheusAuthRequired
     │   └── PrometheusQueryError
     ├── TraceError                path: the trace file
+    ├── ReportError               notebooks unreadable, or the report unwritable
+    ├── DataFileError             a data file of the kit itself is missing or malformed
+    ├── UsageError                a bad, missing or conflicting argument or option
     └── PracticeError             also a ValueError: no corpus, an unknown case or hypothesis
 """
 
@@ -55,6 +58,7 @@ __all__ = [
     "CommandTimeout",
     "ConnectError",
     "ConnectionRefused",
+    "DataFileError",
     "DryRunError",
     "EnvironmentMissing",
     "HostDisconnected",
@@ -75,6 +79,7 @@ __all__ = [
     "PrometheusQueryError",
     "PrometheusUnreachable",
     "RemoteFileError",
+    "ReportError",
     "SetupFailed",
     "SourceError",
     "SourceFileNotFound",
@@ -86,6 +91,7 @@ __all__ = [
     "UnknownGPU",
     "UnknownHostKey",
     "UnsupportedVersion",
+    "UsageError",
 ]
 
 
@@ -162,15 +168,17 @@ class CommandFailed(HostError):
 class CommandTimeout(HostError):
     """A command ran past its timeout; its process group was killed."""
 
-    def __init__(self, command: str, timeout: float, *, host: str, partial=None) -> None:
+    def __init__(self, command: str, timeout: float, *, host: str, partial=None, hint: str = "") -> None:
         self.command = command
         self.timeout = timeout
         self.partial = partial
         super().__init__(
             f"command timed out after {timeout:g}s on {host}: {command}",
             host=host,
-            hint="its process group was killed; raise timeout= if the command is expected to be slow",
-            cli_hint="its process group was killed; raise --timeout if the command is expected to be slow",
+            hint=f"its process group was killed; {hint}" if hint else
+            "its process group was killed; raise timeout= if the command is expected to be slow",
+            cli_hint=f"its process group was killed; {hint}" if hint else
+            "its process group was killed; raise --timeout if the command is expected to be slow",
         )
 
 
@@ -298,6 +306,20 @@ class TraceError(KitError):
     def __init__(self, message: str, *, path: str = "", hint: str = "", cli_hint: str = "") -> None:
         self.path = path
         super().__init__(message, hint=hint, cli_hint=cli_hint)
+
+
+class ReportError(KitError):
+    """A report could not be made: an input is missing or not a Jupyter notebook, or the output cannot be written."""
+
+
+class DataFileError(KitError):
+    """One of the kit's own data files (kit/data/, a committed table) is missing or malformed, or could not be
+    made again from its source: a broken install or a bad edit."""
+
+
+class UsageError(KitError):
+    """What was asked cannot work as given: an argument or option (in Python or on the command line) that is
+    missing, out of range, unknown or in conflict with another, or a command run where it cannot run."""
 
 
 class PracticeError(KitError, ValueError):

@@ -471,10 +471,10 @@ def _entry(key: str, entry: dict, defaults: dict) -> GpuProfile:
     if entry.get("bf16_tflops") is None and not entry.get("note"):
         missing.append("bf16_tflops, or a note saying why there is none")
     if missing:
-        from .errors import KitError
+        from .errors import DataFileError
 
-        raise KitError(f"GPU {key!r} in {GPUS_FILE} lacks {', '.join(dict.fromkeys(missing))}",
-                       hint="every entry needs its datasheet figures and the datasheet's URL in `source`")
+        raise DataFileError(f"GPU {key!r} in {GPUS_FILE} lacks {', '.join(dict.fromkeys(missing))}",
+                            hint="every entry needs its datasheet figures and the datasheet's URL in `source`")
     memory_gb = float(entry["memory_gb"])
     return GpuProfile(
         key=key, name=str(entry["name"]), vendor=str(vendor), memory_gb=memory_gb,
@@ -507,10 +507,10 @@ def _table() -> tuple[dict[str, GpuProfile], dict[str, str], dict[str, str]]:
         for table, spellings in ((printed, (profile.name, *profile.names)), (short, (profile.key, *profile.aliases))):
             for spelling in {_norm(n) for n in spellings}:
                 if table.setdefault(spelling, profile.key) != profile.key:
-                    from .errors import KitError
+                    from .errors import DataFileError
 
-                    raise KitError(f"{GPUS_FILE}: {spelling!r} names both {table[spelling]} and {profile.key}",
-                                   hint="each name or alias must belong to one GPU")
+                    raise DataFileError(f"{GPUS_FILE}: {spelling!r} names both {table[spelling]} and {profile.key}",
+                                        hint="each name or alias must belong to one GPU")
     return profiles, printed, short
 
 

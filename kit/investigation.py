@@ -14,14 +14,14 @@ import json
 import os
 import shlex
 import tempfile
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._paths import runs_dir
+from ._text import short_path, wrap
 from .display import pre
-from .errors import KitError
+from .errors import EnvironmentMissing, KitError, LabError, NotGiven, UsageError
 from .validation import (
     FixStep,
     StepResult,
@@ -36,7 +36,8 @@ from .validation import (
 )
 
 __all__ = ["FixStep", "StepResult", "Symptom", "Validation", "WhatDiffers", "baseline_launch", "compare_launch",
-           "describe_plan", "differences_that_matter", "dryrun_crosscheck", "fix_plan", "measure", "prediction_holds",
+           "describe_plan", "differences_that_matter", "dryrun_crosscheck", "evidence_lines", "fix_plan", "measure",
+           "prediction_holds",
            "relaunch", "rule_source", "symptom", "validate", "way_out", "what_differs", "where_it_pays",
            "why_it_fired"]
 
@@ -102,13 +103,13 @@ class Symptom:
         # sglang's scheduler: last_gen_throughput = num_generated_tokens / gap_latency, gap_latency the wall
         # time since the previous line (0.5.11: srt/observability/scheduler_metrics_mixin.py:506-508; the
         # same expression in 0.5.9 .. 0.5.23).
-        return textwrap.fill(
+        return wrap(
             f"the server's own Decode batch lines say {self.log_rate:.1f} tok/s (median gen throughput of "
             f"{self.log_lines} line(s) with one request running{accept}){versus}. A reading of the log alone "
             "(runtime_diagnosis, doctor without a benchmark) uses that number. sglang divides the tokens of "
             f"every {every}decode passes by the wall time since its previous line, so a prefill or a pause "
             "between requests inside that span counts against it; this benchmark times each request from "
-            "its first chunk to its last.", 96, subsequent_indent="  ", break_on_hyphens=False)
+            "its first chunk to its last.", 96, "", "  ")
 
     def to_dict(self) -> dict:
         return {"target": self.target, "rate_tok_s": self.rate, "ttft_ms": self.ttft_ms,
@@ -161,12 +162,12 @@ def baseline_launch(spec: str, tree, *, model_dir: str | None = None, server=Non
     """The baseline as a kit.server_args.LaunchSide: ``lab:old`` (the lab's record of the incident's old
     launch), ``defaults`` (sglang's own defaults for this release: ``server``'s model, host and port and no
     other flag), or a file: a log, a /server_info JSON, or a launch command."""
-    from .witness import LaunchOptions, read_launch
+    from .launch_file import LaunchOptions, read_launch
 
     if spec == "defaults":
         if server is None:
-            raise KitError("the baseline 'defaults' needs the server (its model, host and port)",
-                           hint="baseline_launch('defaults', tree, server=server)")
+            raise UsageError("the baseline 'defaults' needs the server (its model, host and port)",
+                             hint="baseline_launch('defaults', tree, server=server)")
         from .server_args import effective_args
 
         fields = effective_args(server).fields
@@ -181,7 +182,7 @@ def baseline_launch(spec: str, tree, *, model_dir: str | None = None, server=Non
         record = _RESOLVED / f"incident-{spec[4:]}-{tree.version}.json"
         if not record.is_file():
             known = sorted(p.name for p in _RESOLVED.glob("incident-*.json"))
-            raise KitError(f"no record of the lab's {spec[4:]!r} launch for sglang {tree.version}",
+            raise LabError(f"no record of the lab's {spec[4:]!r} launch for sglang {tree.version}",
                            hint=f"use one of {', '.join(known)} as lab:NAME, or give a file")
         argv = json.loads(record.read_text())["argv"]
         path = runs_dir() / f"baseline-lab-{spec[4:]}-{tree.version}.sh"
@@ -237,7 +238,7 @@ def differences_that_matter(diff, server, tree):
         if not why:
             exp = explain_server(server, top, tree)
             fired = [s for s in exp.fired if "server_args" in s.file or "arg_groups" in s.file]
-            why = (f"sglang set it: {fired[0].where.removeprefix('sglang/')} {fired[0].rule or fired[0].function}"
+            why = (f"sglang set it: {short_path(fired[0].where)} {fired[0].rule or fired[0].function}"
                    if fired else "no flag asked for it; no site of the source was found to fire")
         rows.append({"flag": r.flag, "baseline": r.a, "here": r.b, "why": why})
     return pd.DataFrame(rows, columns=["flag", "baseline", "here", "why"])
@@ -304,7 +305,7 @@ def rule_source(tree, explanation):
     assignment marked: the `sed -n` of the incident, found by name."""
     fired = explanation.fired or [s for s in explanation.sites if s.status == "unknown"]
     if not fired:
-        raise KitError(f"no site assigning {explanation.flag} fired in sglang {explanation.version}",
+        raise NotGiven(f"no site assigning {explanation.flag} fired in sglang {explanation.version}",
                        hint="with no log at hand every site is undecided; give the server's log")
     site = fired[0]
     snippet = tree.function(site.function)
@@ -376,7 +377,7 @@ def dryrun_crosscheck(server, tree, explanation, *, gpu: str | None = None) -> C
     from .server_args import effective_args, server_flags
 
     flag = explanation.flag
-    static = [s.where.removeprefix("sglang/") for s in explanation.fired
+    static = [short_path(s.where) for s in explanation.fired
               if "server_args" in s.file or "arg_groups" in s.file]
     version = tree.version
     if version in supported_versions() and environment(version).ready:
@@ -396,11 +397,11 @@ def dryrun_crosscheck(server, tree, explanation, *, gpu: str | None = None) -> C
     for record in sorted(_RESOLVED.glob(f"incident-*-{version}.json")):
         data = json.loads(record.read_text())
         if [*data["argv"]] and _same_flags(data["argv"], server_flags(server.argv)):
-            sites = [f"{w['file'].removeprefix('sglang/')}:{w['line']}" for w in data["writes"] if w["field"] == flag]
+            sites = [f"{short_path(w['file'])}:{w['line']}" for w in data["writes"] if w["field"] == flag]
             return CrossCheck("committed snapshot", f"{record.relative_to(record.parents[2])}, made by "
                               f"{data['made_by'][:80]}", sites, static)
-    raise KitError(f"no dry-run environment for sglang {version} here, and no committed snapshot of this launch",
-                   hint=f"`sgl-kit dryrun setup --sglang {version}` builds one (about 1.2 GB, once)")
+    raise EnvironmentMissing(f"no dry-run environment for sglang {version} here, and no committed snapshot of this launch",
+                             hint=f"`sgl-kit dryrun setup --sglang {version}` builds one (about 1.2 GB, once)")
 
 
 def _server_gpu(server) -> str:
@@ -455,7 +456,7 @@ class WhyItFired:
                     f"status are listed above (`sgl-kit why {self.flag} TARGET`).")
         guard = s.guards[-1].condition if s.guards else s.value_text
         head = f"Rule '{s.rule}' fired" if s.rule else "The site fired"
-        out = [f"{head} at {s.where.removeprefix('sglang/')}: `{guard}` holds for this server."]
+        out = [f"{head} at {short_path(s.where)}: `{guard}` holds for this server."]
         if self.multimodal:
             arch = f"its architecture, `{self.architecture}`," if self.architecture else "its architecture"
             out.append("The guard calls `self.get_model_config().is_multimodal`. The kit follows that property into "
@@ -552,7 +553,7 @@ def way_out(tree, explanation, snapshot=None, model_config=None) -> WayOut:
                    if r.status == "fired"]
     chain = None
     if found and not no_gpu:
-        from .doctor.mechanism import RESTORE
+        from .doctor.fast_paths import RESTORE
         from .provenance.gates import gate_chain
 
         values = dict(getattr(snapshot, "fields", snapshot) or {})

@@ -31,12 +31,12 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ._remote import run_json, script
-from ._secrets import SECRET_NAME_PATTERN
+from ._secrets import SECRET_NAME_PATTERN, mask_argv, redact_env
 from .errors import HostError, TargetError
 from .hosts import Host, LocalHost
 
-__all__ = ["ENV_PREFIXES", "PREFETCH", "HostInventory", "ServerProcess", "connect", "discover", "find_server", "inventory",
-           "launchers", "parse_target", "resolve_server", "target_kinds"]
+__all__ = ["ENV_PREFIXES", "PREFETCH", "HostInventory", "ServerProcess", "connect", "discover", "find_server",
+           "get_server_info", "inventory", "launchers", "parse_target", "resolve_server", "target_kinds"]
 
 _LAUNCHERS = Path(__file__).resolve().parent / "data" / "launchers.json"
 # Environment variables discovery reads: they change how SGLang, NCCL and CUDA behave. A
@@ -125,8 +125,8 @@ def connect(target: str = "local", **ssh_options) -> Host:
 
         return SSHHost(spec["host"], **options)
 
-    if options.get("persist"):  # a keeper of this connection answers: no SSH of our own (kit.hosts.keep)
-        from .hosts.keep import kept_host
+    if options.get("persist"):  # a keeper of this connection answers: no SSH of our own (kit.hosts.kept)
+        from .hosts.kept import kept_host
 
         found = kept_host(spec["host"], options, direct)
         if found is not None:
@@ -168,7 +168,8 @@ class ServerProcess:
 
     @property
     def command(self) -> str:
-        return shlex.join(self.argv)
+        """The command line as the kit shows it: a secret flag's value and URL passwords masked (kit/_secrets.py)."""
+        return shlex.join(mask_argv(self.argv))
 
     def log_text(self) -> str:
         if not self.log_path:
@@ -195,26 +196,19 @@ class ServerProcess:
         return res.stdout.splitlines()
 
     def server_info(self, timeout: float = 10.0) -> dict:
-        """GET /server_info, through the URL discovery chose (or the answer discovery brought)."""
-        import urllib.request
-
+        """GET /server_info (:func:`get_server_info`), through the URL discovery chose (or the answer
+        discovery brought)."""
         if not self.url:
             raise TargetError(f"no URL for pid {self.pid} on {self.host_name}")
-        from kit._secrets import mask_named  # the kit never needs the server's keys: they are not kept
-
         body = self.prefetched.pop("server_info", None)
         if body is not None:
+            where = self.url.rstrip("/") + _SERVER_INFO_PATHS[0]
             try:
-                return mask_named(json.loads(base64.b64decode(body)))
+                raw = base64.b64decode(body)
             except ValueError as exc:
-                raise HostError(f"GET {self.url}/server_info failed: {exc}", host=self.host_name,
-                                hint="is the server up? `sgl-kit lab status` for the lab") from None
-        try:
-            with urllib.request.urlopen(self.url + "/server_info", timeout=timeout) as resp:
-                return mask_named(json.loads(resp.read()))
-        except (OSError, ValueError) as exc:
-            raise HostError(f"GET {self.url}/server_info failed: {exc}", host=self.host_name,
-                            hint="is the server up? `sgl-kit lab status` for the lab") from None
+                raise _server_info_error(where, exc, self.host_name) from None
+            return _server_info_answer(raw, where, self.host_name)
+        return get_server_info(self.url, timeout=timeout, host_name=self.host_name)
 
     def _host(self) -> Host:
         if self.host is None:
@@ -234,7 +228,7 @@ class ServerProcess:
                 ("python", self.python), ("url", self.url), ("log", self.log_path or f"none ({self.log_note})"),
                 ("command", self.command)]
         rows += [("child", f"pid {c['pid']} {c['name']}") for c in self.children]
-        rows += [(f"env {k}", v) for k, v in self.env.items()]
+        rows += [(f"env {k}", v) for k, v in redact_env(self.env).items()]
         return "\n".join(f"{k:<12} {v}" for k, v in rows)
 
     def _repr_html_(self) -> str:
@@ -243,6 +237,56 @@ class ServerProcess:
                        for k, v in (line.split(" ", 1) if " " in line else (line, "") for line in
                                     (ln.strip() for ln in self.to_text().splitlines())))
         return f"<div><b>{html.escape(repr(self))}</b><table>{body}</table></div>"
+
+
+# /server_info from sglang 0.5.6; before it, /get_server_info only (deprecated since, with a warning in the log).
+_SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+
+
+def get_server_info(url: str, *, timeout: float = 10.0, host_name: str | None = None) -> dict:
+    """The server's ``GET /server_info``: its arguments, scheduler info, per-rank ``internal_states`` and
+    version, with every value under a secret-looking name masked (the kit never needs the server's keys,
+    so they are not kept). The one reader of it; ``ServerProcess.server_info`` and the profiler call it.
+
+    ``url`` is the server's base URL (``http://host:port``). A release before 0.5.6 answers 404 there and
+    serves ``/get_server_info``, which is asked then. No answer within ``timeout`` seconds, an HTTP error
+    or an answer that is not a JSON object is a :class:`kit.errors.HostError` naming the URL asked
+    (``host_name``: the host the server runs on, for the error).
+    """
+    import urllib.error
+    import urllib.request
+
+    base = url.rstrip("/")
+    for path in _SERVER_INFO_PATHS:
+        where = base + path
+        try:
+            with urllib.request.urlopen(where, timeout=timeout) as resp:
+                raw = resp.read()
+            break
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404 and path != _SERVER_INFO_PATHS[-1]:
+                continue
+            raise _server_info_error(where, exc, host_name) from None
+        except (OSError, ValueError) as exc:
+            raise _server_info_error(where, exc, host_name) from None
+    return _server_info_answer(raw, where, host_name)
+
+
+def _server_info_answer(raw: bytes, where: str, host_name: str | None) -> dict:
+    from kit._secrets import mask_named
+
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise _server_info_error(where, exc, host_name) from None
+    if not isinstance(data, dict):
+        raise _server_info_error(where, f"the answer is a JSON {type(data).__name__}, not an object", host_name)
+    return mask_named(data)
+
+
+def _server_info_error(where: str, why, host_name: str | None) -> HostError:
+    return HostError(f"GET {where} failed: {why}", host=host_name or "",
+                     hint="is the server up? `sgl-kit lab status` for the lab")
 
 
 def discover(host: Host, timeout: float = 60.0, *, prefetch: bool | dict = False) -> list[ServerProcess]:

@@ -50,7 +50,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .errors import DryRunError, EnvironmentMissing, KitError, ParseError
+from ._text import clip, plain, wrap
+from .errors import DryRunError, EnvironmentMissing, KitError, ParseError, UsageError
 from .upgrade_parts import fast_paths, paths_text, version_list, with_tp
 
 __all__ = ["OnlyIn", "Site", "Unparsed", "UpgradeDiff", "UpgradeRow", "upgrade_diff"]
@@ -109,7 +110,7 @@ class UpgradeRow:
 
     def to_dict(self) -> dict:
         return {"setting": self.setting, "kind": self.kind, "fields": dict(self.fields),
-                "values": {v: _plain(x) for v, x in self.values.items()},
+                "values": {v: plain(x, _show) for v, x in self.values.items()},
                 "sites": {v: s.to_dict() for v, s in self.sites.items()}, "lineage": self.lineage}
 
 
@@ -129,7 +130,7 @@ class Unparsed:
     @property
     def text(self) -> str:
         asked = shlex.join([self.flag, *self.values])
-        said = f' (sglang: "{_clip(self.error, 140)}")' if self.error else ""
+        said = f' (sglang: "{clip(self.error, 140)}")' if self.error else ""
         new = f"; its new name is {self.new_flag} ({self.how})" if self.new_flag else f"; {self.how}"
         return f"sglang {self.version} does not accept {asked}{said}{new}; {self.action}"
 
@@ -148,7 +149,7 @@ class OnlyIn:
 
     def to_dict(self) -> dict:
         return {"field": self.field, "versions": list(self.versions),
-                "values": {v: _plain(x) for v, x in self.values.items()}, "lineage": self.lineage}
+                "values": {v: plain(x, _show) for v, x in self.values.items()}, "lineage": self.lineage}
 
 
 @dataclass
@@ -172,7 +173,7 @@ class UpgradeDiff:
     gpu: str | None = None
     tp: int | None = None
     seconds: float = 0.0
-    paths: dict[str, dict] = field(default_factory=dict)  # version -> mechanism -> its gate chain, summed up
+    paths: dict[str, dict] = field(default_factory=dict)  # version -> fast path -> its gate chain, summed up
     known: Any = None  # kit.doctor.known_report.Report of the first version, upgraded to the last
 
     @property
@@ -244,10 +245,10 @@ class UpgradeDiff:
         out += ["", f"CHANGED BY THE UPGRADE ({len(changed)})"]
         out += [line for r in changed for line in self._row_lines(r)] or ["  (none)"]
         out += ["", f"ASKED FLAGS THAT NO LONGER PARSE ({len(self.unparsed)})"]
-        out += [_wrap(u.text, width, "  ", "      ") for u in self.unparsed] or ["  (none)"]
+        out += [wrap(u.text, width, "  ", "      ") for u in self.unparsed] or ["  (none)"]
         if self.deprecated:
             out += ["", f"ASKED FLAGS DEPRECATED ({len(self.deprecated)})"]
-            out += [_wrap(f"sglang {d['version']}: {d['flag']}: {d['note']}", width, "  ", "      ")
+            out += [wrap(f"sglang {d['version']}: {d['flag']}: {d['note']}", width, "  ", "      ")
                     for d in self.deprecated]
         if renamed:
             out += ["", f"RENAMED, SAME VALUE ({len(renamed)})"]
@@ -258,8 +259,8 @@ class UpgradeDiff:
             out += [_only_line(i, width) for i in known]
             rest = [i for i in items if i.lineage == "(no lineage known)"]
             if rest:
-                listed = ", ".join(f"{i.field}={_clip(_show(next(iter(i.values.values()))), 30)}" for i in rest)
-                out.append(_wrap(f"no lineage known ({len(rest)}): {listed}", width, "  ", "      "))
+                listed = ", ".join(f"{i.field}={clip(_show(next(iter(i.values.values()))), 30)}" for i in rest)
+                out.append(wrap(f"no lineage known ({len(rest)}): {listed}", width, "  ", "      "))
             if not items:
                 out.append("  (none)")
         if self.hidden:
@@ -269,7 +270,7 @@ class UpgradeDiff:
 
     def _row_lines(self, r: UpgradeRow) -> list[str]:
         tag = {"renamed": "  [renamed]", "renamed-changed": "  [renamed]"}.get(r.kind, "")
-        head = f"  {r.setting}: {' -> '.join(_clip(r.cell(v), 70) for v in self.compared)}{tag}"
+        head = f"  {r.setting}: {' -> '.join(clip(r.cell(v), 70) for v in self.compared)}{tag}"
         if all(r.sites[v].origin == "default" for v in self.compared):
             return [head + "  (default in each)"]
         pad = max(len(v) for v in self.compared)
@@ -392,7 +393,7 @@ def _methods(names: list[str], method: str, notes: list[str]) -> dict[str, str]:
     from .dryrun import load_rules
 
     if method not in ("auto", "dry-run", "static"):
-        raise KitError(f"method must be auto, dry-run or static, not {method!r}")
+        raise UsageError(f"method must be auto, dry-run or static, not {method!r}")
     rules = load_rules()
     out = [v for v in names if not rules.covers(v)]
     why = f"the dry-run cannot reach sglang {', '.join(out)} (it covers {rules.first} <= version < {rules.below})"
@@ -409,7 +410,7 @@ def _sides(out: UpgradeDiff, how: dict, setup: bool, progress, missing: str) -> 
     from .dryrun import setup as build
 
     if missing not in ("report", "raise"):
-        raise KitError(f"missing must be 'report' or 'raise', not {missing!r}")
+        raise UsageError(f"missing must be 'report' or 'raise', not {missing!r}")
     sides = {}
     for version, method in how.items():
         env = environment(version) if method == "dry-run" else None
@@ -441,7 +442,7 @@ def _sides(out: UpgradeDiff, how: dict, setup: bool, progress, missing: str) -> 
 @lru_cache(maxsize=16)
 def _source(package_dir: str | None, version: str):
     """One SourceTree per source, so its parsed modules and flag table are read once per process."""
-    from .witness import source_tree
+    from .launch_file import source_tree
 
     return source_tree(package_dir) if package_dir else source_tree(sglang=version)
 
@@ -513,10 +514,10 @@ def _new_name(option: str, values: list[str], side: _Side, sides: dict) -> tuple
     if here.status in ("removed", "not yet") and here.field and "." not in here.field:
         spec = side.table.get(here.field)
         if spec is not None and _fits(old, spec):
-            return [spec.name, *values], f"lineage: {_clip(here.note, 160)}"
+            return [spec.name, *values], f"lineage: {clip(here.note, 160)}"
     for entry in here.instead if not takes_values else []:
         if not entry.startswith("leaving out"):
-            return entry.split(), f"lineage: {_clip(here.note, 160)}"
+            return entry.split(), f"lineage: {clip(here.note, 160)}"
     names = lineage_data()["settings"].get(here.setting, {}).get("names", {}) if here.setting else {}
     why = f"no lineage known; sglang {known[0][0].version} accepts it"
     for span in reversed(names.get(old.field, {}).get("history", [])):  # it was an alias of: the data says
@@ -584,7 +585,7 @@ def _deprecations(sides: dict, out: UpgradeDiff) -> None:
                 continue
             spec = side.table.match(tok)[0]
             if spec.kind == "ignore":
-                note = f"accepted and does nothing ({_clip(spec.help, 100)})"
+                note = f"accepted and does nothing ({clip(spec.help, 100)})"
             elif spec.deprecated:
                 note = f"deprecated; sglang says use {spec.new_flag}" if spec.new_flag else (
                     f"deprecated; it stores into {spec.field}")
@@ -853,30 +854,6 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (set, frozenset)):
-        return sorted((_plain(v) for v in value), key=repr)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return _show(value)
-
-
-def _clip(text: Any, width: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _wrap(text: str, width: int, first: str, rest: str) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
-                                   break_long_words=False, break_on_hyphens=False)) or first
-
-
 def _only_line(item: OnlyIn, width: int) -> str:
-    values = ", ".join(f"{v}: {_clip(_show(x), 40)}" for v, x in item.values.items())
-    return _wrap(f"{item.field} ({values}): {_clip(item.lineage, 150)}", width, "  ", "      ")
+    values = ", ".join(f"{v}: {clip(_show(x), 40)}" for v, x in item.values.items())
+    return wrap(f"{item.field} ({values}): {clip(item.lineage, 150)}", width, "  ", "      ")

@@ -4,11 +4,11 @@ release runs for the launch (kit.provenance.gates over the launch each release r
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import DryRunError, KitError
+from ._text import wrap
+from .errors import DryRunError, KitError, UsageError
 
 __all__ = ["PATHS", "fast_paths", "paths_text", "version_list", "with_tp"]
 
@@ -27,10 +27,10 @@ def version_list(versions: str | Sequence[str]) -> list[str]:
         try:
             Version(name)
         except InvalidVersion:
-            raise KitError(f"not an sglang version: {name!r}", hint="give versions such as 0.5.11") from None
+            raise UsageError(f"not an sglang version: {name!r}", hint="give versions such as 0.5.11") from None
     if len(names) < 2:
-        raise KitError(f"an upgrade diff needs two versions or more, got {names}",
-                       hint="give the version upgraded from and at least one to upgrade to")
+        raise UsageError(f"an upgrade diff needs two versions or more, got {names}",
+                         hint="give the version upgraded from and at least one to upgrade to")
     return names
 
 
@@ -93,8 +93,7 @@ def paths_text(paths: dict[str, dict], versions: list[str], width: int) -> list[
             else:
                 cells.append(f"{v}: {verdict}")
         title = next((p[name]["title"] for p in paths.values() if name in p and "title" in p[name]), name)
-        out.append(textwrap.fill(f"{title}: " + " -> ".join(cells), width, initial_indent="  ",
-                                 subsequent_indent="      ", break_on_hyphens=False))
+        out.append(wrap(f"{title}: " + " -> ".join(cells), width, "  ", "      "))
     return out
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ._paths import runs_dir
 from .display import pre
-from .errors import KitError
+from .errors import HostError
 
 __all__ = ["FixStep", "StepResult", "Validation", "describe_plan", "fix_plan", "measure", "prediction_holds",
            "relaunch", "validate", "where_it_pays"]
@@ -379,7 +379,7 @@ def relaunch(host, server, flags: list[str], *, timeout: float = 900.0, stop_tim
     directory, environment and log), then wait for /health. sglang drains the requests it holds on SIGTERM,
     and one it never finishes keeps it waiting: after ``stop_timeout`` s it is killed, and the answer's
     ``note`` says so. For a server the kit did not start: only when a person asked (``apply_fix``).
-    Raises KitError, with the end of the log, when the old one cannot be stopped or the new one does not come up."""
+    Raises HostError, with the end of the log, when the old one cannot be stopped or the new one does not come up."""
     from ._remote import run_json
 
     args = {"pid": server.pid, "argv": [*_head(server), *flags], "cwd": server.cwd, "env": dict(server.env or {}),
@@ -389,18 +389,18 @@ def relaunch(host, server, flags: list[str], *, timeout: float = 900.0, stop_tim
                       what=f"relaunch pid {server.pid}")
     outcome, hint = result.get("outcome"), "fix what it names and relaunch by hand with the printed command"
     if outcome == "not-stopped":
-        raise KitError(f"pid {server.pid} on {host.name} was still there {stop_timeout:g} s after SIGTERM and 10 s "
-                       f"after SIGKILL (state {result.get('stat')}); nothing was started", hint="a process in state "
-                       f"D waits on the kernel (a driver, a disk): `ps -o pid,stat,wchan -p {server.pid}` there")
+        raise HostError(f"pid {server.pid} on {host.name} was still there {stop_timeout:g} s after SIGTERM and 10 s "
+                        f"after SIGKILL (state {result.get('stat')}); nothing was started", host=host.name, hint="a process in state "
+                        f"D waits on the kernel (a driver, a disk): `ps -o pid,stat,wchan -p {server.pid}` there")
     if outcome == "port-in-use":
         holder = result.get("holder") or {}
-        raise KitError(f"port {server.port} on {host.name} is still taken after pid {server.pid} stopped "
-                       f"(pid {holder.get('pid', '?')}: {shlex.join(holder.get('argv') or ['?'])}); nothing was "
-                       "started", hint=f"stop what holds port {server.port}, then relaunch by hand")
+        raise HostError(f"port {server.port} on {host.name} is still taken after pid {server.pid} stopped "
+                        f"(pid {holder.get('pid', '?')}: {shlex.join(holder.get('argv') or ['?'])}); nothing was "
+                        "started", host=host.name, hint=f"stop what holds port {server.port}, then relaunch by hand")
     if outcome != "started":
         tail = "\n    ".join(result.get("log_tail") or ["(no log)"])
-        raise KitError(f"the relaunched server on {host.name} did not come up ({outcome}); "
-                       f"the end of its log:\n    {tail}", hint=hint)
+        raise HostError(f"the relaunched server on {host.name} did not come up ({outcome}); "
+                        f"the end of its log:\n    {tail}", host=host.name, hint=hint)
     if result.get("stopped") == "killed":
         result["note"] = (f"pid {server.pid} had not exited {stop_timeout:g} s after SIGTERM and was killed"
                           + (f" (its log: {result['draining'].split('] ', 1)[-1]})" if result.get("draining") else ""))

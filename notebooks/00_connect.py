@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -30,9 +30,7 @@
 # - for a real box: SSH access to it (keys in `~/.ssh/config`) and `python3` there. The kit installs nothing.
 
 # %%
-import kit.lab
-from kit.report import build_report
-from kit.target import connect, discover, inventory, resolve_server
+import kit
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -40,25 +38,23 @@ ssh_config: str = "~/.ssh/config"  # the ssh config file to read host aliases an
 trust_new_host: bool = False  # accept an SSH host key seen for the first time (check its fingerprint first)
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
 lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
-notebook_file: str = "00_connect.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "00_connect.html" ("": do not)
 
 # %% [markdown]
 # ## 1. Connect
 #
-# For `lab`, the next cell starts the lab on this machine if it is not running yet
-# (`sgl-kit lab up` does the same from a terminal). For any other target it does nothing:
-# the kit never starts or stops a real server.
+# `kit.notebook.start`, the first cell of every notebook, connects to the target. For `lab` it first
+# starts the lab on this machine if it is not running yet (`sgl-kit lab up` does the same from a
+# terminal). For any other target it starts nothing: the kit never starts or stops a real server.
 #
 # The connection opens on the first command. SSH host keys are checked against
 # `known_hosts`, and an unknown host is refused unless `trust_new_host` is set.
 
 # %%
-kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
-
-# %%
-host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-host
+nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config, trust_new_host=trust_new_host,
+                        find_server=False)  # the server is found step by step below
+host = nb.host
+nb
 
 # %% [markdown]
 # ## 2. What the box has
@@ -67,7 +63,7 @@ host
 # no GPU, and says so: its GPUs exist only in the arguments and the throughput model.
 
 # %%
-inventory(host)
+kit.inventory(host)
 
 # %% [markdown]
 # ## 3. Find the server
@@ -79,11 +75,11 @@ inventory(host)
 # SSH port forward.
 
 # %%
-servers = discover(host)
+servers = kit.discover(host)
 servers
 
 # %%
-server = resolve_server(host, target, port=server_port or None, servers=servers)
+server = kit.resolve_server(host, target, port=server_port or None, servers=servers)
 server
 
 # %% [markdown]
@@ -122,5 +118,4 @@ print("\n".join(server.log_tail(12)))
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 
 # %%
-if share_to:
-    print(build_report([notebook_file], share_to).summary())
+kit.notebook.share(share_to)

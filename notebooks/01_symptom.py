@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -29,13 +29,7 @@
 # - the speed it used to reach, if you know it (`baseline_tok_s`; the incident's user remembered ~70).
 
 # %%
-import kit.lab
-from kit import investigation
-from kit.display import diagnosis_view, rate_distribution, timeline
-from kit.doctor import runtime_diagnosis
-from kit.metrics import server_timeline
-from kit.report import build_report
-from kit.target import connect, resolve_server
+import kit
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -48,7 +42,6 @@ max_tokens: int = 128  # output tokens per request: long enough to reach a stead
 baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no baseline)
 prometheus_url: str = ""  # a Prometheus that scrapes the server ("": the server's log only); credentials from $SGL_KIT_PROMETHEUS_TOKEN or $SGL_KIT_PROMETHEUS_USER/_PASSWORD
 timeline_since: str = "24h"  # how far back the timeline looks
-notebook_file: str = "01_symptom.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "01_symptom.html" ("": do not)
 
 # %% [markdown]
@@ -57,12 +50,10 @@ share_to: str = ""  # write a shareable report of it here, secrets removed, e.g.
 # As in `00_connect`: one target string, and discovery finds the server on the box.
 
 # %%
-kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
-
-# %%
-host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = resolve_server(host, target, port=server_port or None)
-server
+nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config,
+                        trust_new_host=trust_new_host, server_port=server_port)
+host, server = nb.host, nb.server
+nb
 
 # %% [markdown]
 # ## 2. Measure, one request at a time
@@ -80,7 +71,7 @@ server
 # On a real server this sends real requests: keep `requests` small on a box that serves users.
 
 # %%
-run = investigation.measure(host, server, requests=requests, max_tokens=max_tokens, label="symptom")
+run = kit.investigation.measure(host, server, requests=requests, max_tokens=max_tokens, label="symptom")
 run
 
 # %% [markdown]
@@ -90,7 +81,7 @@ run
 # spread would call for more requests before concluding anything.
 
 # %%
-rate_distribution({"as found": run})
+kit.display.rate_distribution({"as found": run})
 
 # %%
 run.summary()
@@ -100,7 +91,7 @@ run.summary()
 # prefill (or queueing), the line after it is decoding.
 
 # %%
-timeline(run)
+kit.display.timeline(run)
 
 # %% [markdown]
 # ## When did it drop, and what changed then
@@ -112,7 +103,7 @@ timeline(run)
 # in the launch when the evidence shows it. A series the server did not report is named, never drawn as 0.
 
 # %%
-history = server_timeline(server, prometheus_url or None, since=timeline_since)
+history = kit.timeline(server, prometheus_url or None, since=timeline_since)
 history.figure()
 
 # %%
@@ -127,7 +118,7 @@ print(history.to_text())
 # runs with `--enable-metrics`.
 
 # %%
-diagnosis_view(runtime_diagnosis(host, server, prometheus=prometheus_url or None, since=timeline_since))
+kit.display.diagnosis_view(kit.doctor.runtime_diagnosis(host, server, prometheus=prometheus_url or None, since=timeline_since))
 
 # %% [markdown]
 # ## 4. Against what: the baseline and the roofline
@@ -145,7 +136,7 @@ diagnosis_view(runtime_diagnosis(host, server, prometheus=prometheus_url or None
 # was never computed.
 
 # %%
-symptom = investigation.symptom(host, server, run, baseline_tok_s=baseline_tok_s or None, target=target)
+symptom = kit.investigation.symptom(host, server, run, baseline_tok_s=baseline_tok_s or None, target=target)
 symptom
 
 # %%
@@ -170,5 +161,4 @@ symptom.roofline
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 
 # %%
-if share_to:
-    print(build_report([notebook_file], share_to).summary())
+kit.notebook.share(share_to)

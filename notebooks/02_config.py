@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -29,13 +29,7 @@
 #   command), or `lab:old`: the incident's old launch, as the lab records it.
 
 # %%
-import kit.lab
-from kit import investigation
-from kit.display import filtered_table
-from kit.server_args import classify_server, effective_args
-from kit.source import SourceTree
-from kit.report import build_report
-from kit.target import connect, resolve_server
+import kit
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -44,17 +38,14 @@ trust_new_host: bool = False  # accept an SSH host key seen for the first time (
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
 lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 baseline: str = "lab:old"  # the known-good launch: lab:old, defaults (sglang's own), or a log / /server_info JSON / command file
-notebook_file: str = "02_config.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "02_config.html" ("": do not)
 
 # %%
-kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
-
-# %%
-host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = resolve_server(host, target, port=server_port or None)
-tree = SourceTree.of_server(server)
-tree
+nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config,
+                        trust_new_host=trust_new_host, server_port=server_port)
+host, server = nb.host, nb.server
+tree = kit.source_for_server(server)  # its own sglang source, copied once to this machine when remote
+nb
 
 # %% [markdown]
 # ## 1. The effective arguments
@@ -69,8 +60,8 @@ tree
 # cell says so; `/server_info` still works.
 
 # %%
-snapshot = effective_args(server)
-snapshot
+args = kit.args(server=server, tree=tree)
+args.snapshot
 
 # %% [markdown]
 # ## 2. Where each value came from
@@ -86,8 +77,7 @@ snapshot
 # *auto-changed* is where silent decisions hide. Pick an origin in the drop-down.
 
 # %%
-table = classify_server(server, tree, snapshot)
-filtered_table(table, "origin", start="auto-changed", title=f"{len(table)} arguments of pid {server.pid}")
+args.table(start="auto-changed")
 
 # %% [markdown]
 # ## 3. Against the launch that used to be fast
@@ -100,8 +90,8 @@ filtered_table(table, "origin", start="auto-changed", title=f"{len(table)} argum
 # release: what the launch asked for, and what SGLang decided by itself.
 
 # %%
-base = investigation.baseline_launch(baseline, tree, server=server)
-diff = investigation.compare_launch(server, tree, base)
+base = kit.investigation.baseline_launch(baseline, tree, server=server)
+diff = kit.investigation.compare_launch(server, tree, base)
 print(diff.to_text())
 
 # %% [markdown]
@@ -113,7 +103,7 @@ print(diff.to_text())
 # notebook shows how).
 
 # %%
-differences = investigation.differences_that_matter(diff, server, tree)
+differences = kit.investigation.differences_that_matter(diff, server, tree)
 differences
 
 # %% [markdown]
@@ -122,7 +112,7 @@ differences
 # speculative step count, asked lower than before, and the prefill CUDA graph, turned off by SGLang itself.
 
 # %%
-investigation.what_differs(differences, base)
+kit.investigation.what_differs(differences, base)
 
 # %% [markdown]
 # ## Share
@@ -133,5 +123,4 @@ investigation.what_differs(differences, base)
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 
 # %%
-if share_to:
-    print(build_report([notebook_file], share_to).summary())
+kit.notebook.share(share_to)

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -28,15 +28,7 @@
 # - the target from `02_config`; nothing on the box but the server and its Python.
 
 # %%
-import kit.lab
-from kit import investigation
-from kit.display import diagnosis_view
-from kit.doctor import doctor
-from kit.provenance import explain_server
-from kit.server_args import effective_args
-from kit.source import SourceTree
-from kit.report import build_report
-from kit.target import connect, resolve_server
+import kit
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -46,18 +38,13 @@ server_port: int = 0  # the server's HTTP port, when the box runs several server
 lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 flag: str = "disable_piecewise_cuda_graph"  # the argument SGLang changed on its own (from 02_config)
 gpu: str = "a6000"  # the GPU profile the dry-run answers SGLang's hardware probes with (kit/data/gpus.yaml)
-notebook_file: str = "03_auto_disable.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "03_auto_disable.html" ("": do not)
 
 # %%
-kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
-
-# %%
-host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = resolve_server(host, target, port=server_port or None)
-tree = SourceTree.of_server(server)
-if host.name != "local":
-    tree = tree.snapshot()  # one copy of the remote source, reused by every read below
+nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config,
+                        trust_new_host=trust_new_host, server_port=server_port)
+host, server = nb.host, nb.server
+tree = kit.source_for_server(server)  # its own sglang source, copied once to this machine when remote
 tree
 
 # %% [markdown]
@@ -67,7 +54,7 @@ tree
 # package, then `sed -n 1180,1260p server_args.py` and friends, reading each `if` and guessing which held.
 # The first guess (the explicit list of disabled architectures) was a dead end.
 #
-# `explain_server` does the reading by parsing: every assignment (plain, `setattr`, rules tables, the
+# `kit.why` does the reading by parsing: every assignment (plain, `setattr`, rules tables, the
 # `declare_resolution` hooks of 0.5.2x), the guards on the way to each (enclosing `if`s, early returns, the
 # calls that reach its function), each evaluated against this server's effective arguments, its launch
 # command, its environment and its model's `config.json`. Guards that need the hardware (`is_hip()`) stay
@@ -75,7 +62,7 @@ tree
 # release.
 
 # %%
-explanation = explain_server(server, flag, tree)
+explanation = kit.why(flag, server=server, tree=tree)
 explanation
 
 # %% [markdown]
@@ -85,7 +72,7 @@ explanation
 # the `sed -n` of the incident, found by name.
 
 # %%
-investigation.rule_source(tree, explanation)
+kit.investigation.rule_source(tree, explanation)
 
 # %% [markdown]
 # ## 3. Follow the guard into what decided it
@@ -96,10 +83,10 @@ investigation.rule_source(tree, explanation)
 # answer rests on.
 
 # %%
-investigation.why_it_fired(explanation, server)
+kit.investigation.why_it_fired(explanation, server)
 
 # %%
-for snippet in investigation.evidence_lines(tree, (explanation.fired or explanation.sites)[0]):
+for snippet in kit.investigation.evidence_lines(tree, (explanation.fired or explanation.sites)[0]):
     display(snippet)  # noqa: F821 (IPython's display)
 
 # %% [markdown]
@@ -111,7 +98,7 @@ for snippet in investigation.evidence_lines(tree, (explanation.fired or explanat
 # committed record of the same launch. The line below says which.
 
 # %%
-investigation.dryrun_crosscheck(server, tree, explanation, gpu=gpu)
+kit.investigation.dryrun_crosscheck(server, tree, explanation, gpu=gpu)
 
 # %% [markdown]
 # ## 5. The way out, and the fix that is not one
@@ -129,7 +116,7 @@ investigation.dryrun_crosscheck(server, tree, explanation, gpu=gpu)
 # target, so the flag would capture a graph that never replays. `04_fix_and_validate` measures that.
 
 # %%
-investigation.way_out(tree, explanation, effective_args(server), None)
+kit.investigation.way_out(tree, explanation, kit.effective_args(server), None)
 
 # %% [markdown]
 # ## 6. All of the above, in one command
@@ -139,8 +126,8 @@ investigation.way_out(tree, explanation, effective_args(server), None)
 # their estimated cost. From a terminal: `sgl-kit doctor TARGET`.
 
 # %%
-diagnosis = doctor(target, host=host, port=server.port)
-diagnosis_view(diagnosis)
+diagnosis = kit.doctor(target, host=host, server=server)
+kit.display.diagnosis_view(diagnosis)
 
 # %% [markdown]
 # **Next:** `04_fix_and_validate` applies the fixes one at a time and measures each.
@@ -154,5 +141,4 @@ diagnosis_view(diagnosis)
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 
 # %%
-if share_to:
-    print(build_report([notebook_file], share_to).summary())
+kit.notebook.share(share_to)

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -28,12 +28,7 @@
 #   even then it only prints the command for you to run; it relaunches the lab itself.
 
 # %%
-import kit.lab
-from kit import investigation
-from kit.display import Text, ab_comparison
-from kit.doctor import doctor
-from kit.report import build_report
-from kit.target import connect, resolve_server
+import kit
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -48,15 +43,12 @@ baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no b
 apply_fix: bool = False  # on a real server: True to go on after printing the commands (the lab is always relaunched)
 summary_path: str = ""  # write the validation as JSON here ("" : do not write)
 pays_launch: str = "nospec"  # the lab only: another launch to try the refused fix on ("": skip section 4)
-notebook_file: str = "04_fix_and_validate.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "04_fix_and_validate.html" ("": do not)
 
 # %%
-kit.lab.ensure_running(target, launch=lab_launch, scenario=lab_scenario or None)  # the lab only (a real target shows nothing)
-
-# %%
-host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = resolve_server(host, target, port=server_port or None)
+nb = kit.notebook.start(target, lab_launch=lab_launch, lab_scenario=lab_scenario, ssh_config=ssh_config,
+                        trust_new_host=trust_new_host, server_port=server_port)
+host, server = nb.host, nb.server
 server
 
 # %% [markdown]
@@ -70,16 +62,16 @@ server
 # and nothing is claimed.
 #
 # The plan also holds *checks*: changes the doctor predicts to change nothing, because a check in sglang's
-# own source refuses them for every request of this launch (`sgl-kit gates MECHANISM TARGET --restored`
+# own source refuses them for every request of this launch (`sgl-kit gates FAST_PATH TARGET --restored`
 # shows each check with its line). In the incident, `--enforce-piecewise-cuda-graph` is one: under EAGLE, the
 # worker runs the target's prefill with `CaptureHiddenMode.FULL`, the piecewise graph was captured with
 # `NULL`, and `PiecewiseCudaGraphRunner.can_run` refuses the mismatch. A check is measured last, on top of
 # every fix, and reads as a prediction: it holds if nothing moves.
 
 # %%
-diagnosis = doctor(target, host=host, port=server.port)
-plan = investigation.fix_plan(diagnosis, server)
-print(investigation.describe_plan(plan, diagnosis))
+diagnosis = kit.doctor(target, host=host, server=server)
+plan = kit.investigation.fix_plan(diagnosis, server)
+print(kit.investigation.describe_plan(plan, diagnosis))
 
 # %% [markdown]
 # ## 2. Relaunch, re-bench, compare
@@ -96,7 +88,7 @@ print(investigation.describe_plan(plan, diagnosis))
 # first token, and only for the batches its gate lets it replay.
 
 # %%
-validation = investigation.validate(host, target, server, plan, requests=requests, max_tokens=max_tokens,
+validation = kit.investigation.validate(host, target, server, plan, requests=requests, max_tokens=max_tokens,
                                     apply_fix=apply_fix, baseline_tok_s=baseline_tok_s or None, diagnosis=diagnosis)
 validation.plot()
 
@@ -106,7 +98,7 @@ validation.plot()
 
 # %%
 for result in validation.results[1:]:
-    display(ab_comparison(result.vs_previous))  # noqa: F821 (IPython's display)
+    display(kit.display.ab_comparison(result.vs_previous))  # noqa: F821 (IPython's display)
 
 # %% [markdown]
 # ## 3. The conclusion, computed from the runs
@@ -139,7 +131,7 @@ for result in validation.results[1:]:
 # `baseline_tok_s = 0` there: that scenario has no baseline.
 
 # %%
-Text(validation.conclusion())
+kit.display.Text(validation.conclusion())
 
 # %%
 if summary_path:
@@ -163,11 +155,11 @@ if summary_path:
 # %%
 pays = None
 if pays_launch:
-    pays = investigation.where_it_pays(host, target, server, launch=pays_launch, requests=requests,
+    pays = kit.investigation.where_it_pays(host, target, server, launch=pays_launch, requests=requests,
                                        max_tokens=max_tokens)
 if pays is not None and summary_path:
     print(f"written: {pays.save(summary_path.replace('.json', '') + '-' + pays_launch + '.json')}")
-Text(pays.conclusion() if pays is not None else "")
+kit.display.Text(pays.conclusion() if pays is not None else "")
 
 # %% [markdown]
 # ## Share
@@ -178,5 +170,4 @@ Text(pays.conclusion() if pays is not None else "")
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 
 # %%
-if share_to:
-    print(build_report([notebook_file], share_to).summary())
+kit.notebook.share(share_to)

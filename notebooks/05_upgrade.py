@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -32,12 +32,7 @@
 #   below, with the command that builds it.
 
 # %%
-import kit.lab
-from kit.model_config import model_config_beside
-from kit.report import build_report
-from kit.server_args import effective_args, server_flags
-from kit.target import connect, resolve_server
-from kit.upgrade import upgrade_diff
+import kit
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -50,7 +45,6 @@ to_versions: str = "0.5.23"  # the releases to upgrade to, separated by commas, 
 gpu: str = "a6000"  # the GPU profile the dry-run answers SGLang's hardware probes with (kit/data/gpus.yaml)
 old_versions: str = "0.4.6, 0.4.8"  # two releases before the dry-run's reach, compared statically ("": skip)
 summary_path: str = ""  # add the diff's headline to this run summary (JSON) ("": do not write)
-notebook_file: str = "05_upgrade.ipynb"  # this notebook as saved (or as papermill writes it), for the report
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "05_upgrade.html" ("": do not)
 
 # %% [markdown]
@@ -62,13 +56,11 @@ share_to: str = ""  # write a shareable report of it here, secrets removed, e.g.
 # server's command line, and its model's `config.json` beside the model path on the box.
 
 # %%
-kit.lab.ensure_running(target, launch=lab_launch)  # the lab only (a real target shows nothing)
-
-# %%
-host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = resolve_server(host, target, port=server_port or None)
-flags = server_flags(server.argv)
-model_config = model_config_beside(host, effective_args(server).get("model_path"))
+nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config,
+                        trust_new_host=trust_new_host, server_port=server_port)
+host, server = nb.host, nb.server
+flags = kit.server_flags(server.argv)
+model_config = kit.model_config_beside(host, kit.effective_args(server).get("model_path"))
 print(f"sglang {server.sglang_version}, launched with:\n  {' '.join(flags)}")
 
 # %% [markdown]
@@ -84,7 +76,7 @@ print(f"sglang {server.sglang_version}, launched with:\n  {' '.join(flags)}")
 # flag) or *default*. A release whose environment is not built here is listed with the command that builds it.
 
 # %%
-diff = upgrade_diff(flags, [from_version, to_versions], model=model_config, gpu=gpu)
+diff = kit.upgrade_diff(flags, [from_version, to_versions], model=model_config, gpu=gpu)
 diff
 
 # %%
@@ -111,7 +103,7 @@ if summary_path:
 # speculative prefill (the check in `PiecewiseCudaGraphRunner.can_run`); 0.5.23 resolves the same launch to the
 # breakable prefill backend, whose runner captures the EAGLE target's graph with full hidden states, so no
 # check refuses it. The releases between, and the pull requests behind each change, are in
-# `kit/data/mechanism_history.yaml` (each entry checked against the releases' own source by the tests).
+# `kit/data/fast_path_history.yaml` (each entry checked against the releases' own source by the tests).
 
 # %%
 print(diff.to_text())
@@ -129,7 +121,7 @@ print(diff.to_text())
 
 # %%
 if old_versions:
-    print(upgrade_diff(flags, old_versions).to_text())
+    print(kit.upgrade_diff(flags, old_versions).to_text())
 
 # %% [markdown]
 # ## What to check before you upgrade
@@ -154,5 +146,4 @@ if old_versions:
 # `sgl-kit report NOTEBOOK -o FILE` does the same from a terminal.
 
 # %%
-if share_to:
-    print(build_report([notebook_file], share_to).summary())
+kit.notebook.share(share_to)

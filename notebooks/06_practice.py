@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -32,8 +32,7 @@
 #   case names, downloaded once and cached). `sgl-kit practice list` names every case.
 
 # %%
-import kit.display
-import kit.practice as practice
+import kit
 
 # %% tags=["parameters"]
 case: str = "first"  # a case name (`sgl-kit practice list`), "first" (an easy case with a cause the doctor finds) or "random"
@@ -50,7 +49,7 @@ corpus: str = ""  # the incident corpus ("": $SGL_KIT_CORPUS, or data/incidents/
 # measured, what is missing?
 
 # %%
-incident = practice.load(case, seed=seed, corpus=corpus)
+incident = kit.practice.load(case, seed=seed, corpus=corpus)
 incident
 
 # %% [markdown]
@@ -61,7 +60,7 @@ incident
 # when you think the server is fine. Pick before you run the next cells: the doctor speaks next.
 
 # %%
-picker = kit.display.hypothesis_picker(practice.choices(), practice.choice_of(hypothesis))
+picker = kit.display.hypothesis_picker(kit.practice.choices(), kit.practice.choice_of(hypothesis))
 picker
 
 # %% [markdown]
@@ -73,7 +72,7 @@ picker
 # estimated); what it could not read is listed first.
 
 # %%
-diagnosis = practice.run_doctor(incident)
+diagnosis = kit.practice.run_doctor(incident)
 kit.display.diagnosis_view(diagnosis)
 
 # %% [markdown]
@@ -83,7 +82,7 @@ kit.display.diagnosis_view(diagnosis)
 # could show it at all, and the fix.
 
 # %%
-practice.reveal(incident)
+kit.practice.reveal(incident)
 
 # %% [markdown]
 # ## 5. Who was right
@@ -93,7 +92,7 @@ practice.reveal(incident)
 # point.
 
 # %%
-practice.verdict(incident, diagnosis, picker.value)
+kit.practice.verdict(incident, diagnosis, picker.value)
 
 # %% [markdown]
 # ## 6. What evidence would have settled it faster
@@ -102,4 +101,4 @@ practice.verdict(incident, diagnosis, picker.value)
 # itself asks about this evidence. Next time, ask for these first.
 
 # %%
-practice.settle(incident, diagnosis)
+kit.practice.settle(incident, diagnosis)

@@ -7,9 +7,10 @@
 - ``_dryrun_workers`` (automatic): warm dry-run workers started by any test live in a
   temporary run directory and are stopped at the end of the session.
 
-With pytest-xdist (``-n 2 --dist loadgroup``, what ``make test`` runs) each worker is a session
-of its own, so ``pytest_collection_modifyitems`` below keeps the tests that share an expensive
-fixture on one worker (an ``xdist_group`` mark, added here so no test has to remember it).
+``make test`` runs the suite in one process; with pytest-xdist (``-n 2 --dist loadgroup``, which
+``make test TEST_WORKERS="-n 2 --dist loadgroup"`` passes) each worker is a session of its own,
+so ``pytest_collection_modifyitems`` below keeps the tests that share an expensive fixture on one
+worker (an ``xdist_group`` mark, added here so no test has to remember it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import pytest
 # a fixture imported into several test modules would be one instance per module (one server each).
 from _real_server_support import SHARED_SERVERS, own_real_server, qwen35_server, real_server  # noqa: F401
 
-# A command line keeps its SSH connection for the next one (kit.hosts.keep). In the suite every
+# A command line keeps its SSH connection for the next one (kit.hosts.kept). In the suite every
 # command connects on its own, so no test depends on what an earlier one left running; the tests
 # of keeping (tests/test_ssh_keep.py) turn it on for themselves.
 os.environ["SGL_KIT_SSH_PERSIST"] = "0"
@@ -474,7 +475,7 @@ def sglang_trees(sglang_source) -> Callable[[str], object]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _dryrun_workers(tmp_path_factory):
-    """Tests that reach the dry-run (lab, witness, doctor) start warm workers: keep them out of the
+    """Tests that reach the dry-run (lab, launch files, doctor) start warm workers: keep them out of the
     user's run directory, and stop them when the session ends."""
     run_dir = tmp_path_factory.mktemp("dryrun-run")
     saved = os.environ.get("SGL_KIT_DRYRUN_RUN_DIR")

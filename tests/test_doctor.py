@@ -299,10 +299,10 @@ def test_radix_cache_off_when_asked(launches, tree, pkg):
 
 
 def test_max_running_requests_set_to_48_by_speculative_decoding(launches, tree, pkg):
-    f = finding(run(launches, tree, "old"), "max-running-requests-48")
+    f = finding(run(launches, tree, "old"), "speculative-capped-running-requests")
     assert f.sites == ["srt/server_args.py:3455"] and f.affects == ("queueing",)
     assert f.impact is None and f.impact_basis == "not estimated" and "concurrency" in f.impact_reason
-    assert "max-running-requests-48" not in ids(run(launches, tree, "max-running-64"))
+    assert "speculative-capped-running-requests" not in ids(run(launches, tree, "max-running-64"))
 
 
 def test_mem_fraction_lowered_for_a_vlm(launches, tree, pkg):

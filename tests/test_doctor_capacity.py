@@ -8,7 +8,7 @@ import pytest
 
 from kit.doctor import from_files
 from kit.doctor.capacity import FINDING, FINE, NOT_APPLICABLE, UNKNOWN, report
-from kit.witness import source_tree
+from kit.launch_file import source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENTS = ROOT / "data" / "incidents"

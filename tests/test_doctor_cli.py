@@ -179,7 +179,7 @@ def test_doctor_on_the_pasted_incident_without_its_config():
     flat = " ".join(out.split())
     assert flat.startswith(f"sgl-kit doctor: files, sglang 0.5.11 (stated in {PASTE} line 7, also line 45): "
                            "1 finding")
-    assert "[max-running-requests-48]" in flat and "(srt/server_args.py:3455)" in flat
+    assert "[speculative-capped-running-requests]" in flat and "(srt/server_args.py:3455)" in flat
     assert "needs sglang's flag table" not in flat and "no launch command" not in flat
     assert "not understood" not in flat  # `$ nvidia-smi` starts the table's output
     assert "2x NVIDIA RTX A6000, tp=2, 1 speculative step(s), accept 1.75" in _roofline_line(out)
@@ -191,7 +191,7 @@ def test_doctor_on_the_pasted_incident_without_its_config():
     assert "the launch with every fix" not in flat  # no fix, so no "fixed" launch identical to the input
     data = json.loads(sgl_kit(None, "doctor", "--paste", str(PASTE), "--json").stdout)
     assert data["sglang_version"] == "0.5.11" and data["sources"]["version"].startswith(f"stated in {PASTE} line 7")
-    assert [(f["id"], f["sites"]) for f in data["findings"]] == [("max-running-requests-48",
+    assert [(f["id"], f["sites"]) for f in data["findings"]] == [("speculative-capped-running-requests",
                                                                   ["srt/server_args.py:3455"])]
 
 

@@ -92,8 +92,8 @@ def releases_with(option: str) -> list[str]:
 def test_the_table_of_releases_holds_what_each_wheel_parses(version):
     """The committed table against a fresh read of the release's own source with the kit's flag reader."""
     from kit.doctor.releases import releases
+    from kit.launch_file import source_tree
     from kit.server_args import defaults, flag_table
-    from kit.witness import source_tree
 
     tree = source_tree(None, version)
     row = releases()[version]
@@ -172,8 +172,9 @@ def test_a_bash_array_wrapper_is_read_with_each_flags_line(tmp_path):
     launch = ev.launch.primary
     assert ev.explicit["tp_size"] == 8 and ev.explicit["mem_fraction_static"] == 0.85
     assert ev.explicit["chunked_prefill_size"] == 4096 and ev.explicit["model_path"] == "/models/llama"
-    assert launch.origin_of("tp_size") == f"{script}:9 via ${{ARGS[@]}} ({script}:5)"
-    assert launch.origin_of("chunked_prefill_size") == f"{script}:9 via $EXTRA_ARGS ({script}:8)"
+    origin = {flag.field: flag.origin for flag in launch.flags}  # each flag read says where it was written
+    assert origin["tp_size"] == f"{script}:9 via ${{ARGS[@]}} ({script}:5)"
+    assert origin["chunked_prefill_size"] == f"{script}:9 via $EXTRA_ARGS ({script}:8)"
 
 
 def test_sglang_serve_takes_its_model_without_a_flag(tmp_path):
@@ -203,9 +204,9 @@ def test_flags_and_numbers_named_in_sentences_are_read(tmp_path):
     ("the `--fp4-gemm-backend` help now says", None),  # a word that is none of the flag's choices is no value
 ])
 def test_flag_values_in_sentences(sentence, expected, tmp_path):
+    from kit.launch_file import source_tree
     from kit.server_args import flag_table
     from kit.server_args.prose import prose_flags
-    from kit.witness import source_tree
 
     read = prose_flags(sentence, flag_table(source_tree(sglang="0.5.11")))
     assert (None if read is None else dict(read.explicit)) == expected

@@ -140,8 +140,8 @@ def test_no_rule_found_only_when_every_rule_had_its_evidence(tmp_path):
 def _fix_case(version: str | None, args: dict):
     from kit.doctor.case import Case
     from kit.doctor.evidence import Evidence
+    from kit.launch_file import source_tree
     from kit.server_args import cli_defaults
-    from kit.witness import source_tree
 
     ev = Evidence("t")
     if version:

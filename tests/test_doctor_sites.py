@@ -123,7 +123,7 @@ def test_a_deepseek_v4_default_is_not_the_cause_of_48_on_a_qwen_launch(trees, tm
     # `if model_arch in ["DeepseekV4ForCausalLM"]` (srt/arg_groups/model_hook.py:257-265).
     files = _incident_launch(ROOT / "kit" / "data" / "resolved" / "incident-old-0.5.11.json", tmp_path)
     d = diagnose(from_files(tree=trees("0.5.23"), **files))
-    (f,) = [f for f in d.findings if f.id == "max-running-requests-48"]
+    (f,) = [f for f in d.findings if f.id == "speculative-capped-running-requests"]
     assert not [s for s in f.sites if "deepseek_v4_hook" in s]
     assert "deepseek_v4_hook" not in " ".join(f.evidence)
     (dropped,) = [s for s in f.dropped if s.startswith("srt/arg_groups/deepseek_v4_hook.py:")]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.witness import source_tree
+from kit.launch_file import source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXES = Path(__file__).parent / "data" / "fixes"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.provenance.gates import MECHANISMS, gate_chain
+from kit.provenance.gates import FAST_PATHS, gate_chain
 
 REPO = Path(__file__).resolve().parent.parent
 RESOLVED = REPO / "kit" / "data" / "resolved"
@@ -164,13 +164,13 @@ def test_0511_torch_compile_needs_its_flag_and_covers_the_captured_sizes_up_to_i
                     CONFIG, probes=NVIDIA)
     assert on.blocking is None
     assert any(s.verdict == "depends" and "torch_compile_max_bs" in s.text for s in on.steps)
-    assert on.requires is not None and on.requires.mechanism == "decode-graph"
+    assert on.requires is not None and on.requires.fast_path == "decode-graph"
 
 
-def test_every_mechanism_reads_on_both_layouts_and_says_where_it_looked(tree):
+def test_every_fast_path_reads_on_both_layouts_and_says_where_it_looked(tree):
     for version in ("0.5.11", "0.5.23"):
         args = _args("incident-new-0.5.11.json" if version == "0.5.11" else "incident-new-0.5.23.json")
-        for name in MECHANISMS:
+        for name in FAST_PATHS:
             chain = gate_chain(tree(version), name, args, CONFIG, probes=NVIDIA,
                                facts={"p2p": True, "full_nvlink": False, "same_node": True})
             assert chain.read, f"{name} on {version}: {chain.notes}"
@@ -181,7 +181,7 @@ def test_every_mechanism_reads_on_both_layouts_and_says_where_it_looked(tree):
             assert chain.to_dict()["verdict"] == chain.verdict
 
 
-def test_an_unknown_mechanism_is_refused_with_the_known_ones(tree):
+def test_an_unknown_fast_path_is_refused_with_the_known_ones(tree):
     from kit.errors import KitError
 
     with pytest.raises(KitError, match="prefill-graph"):

@@ -106,7 +106,7 @@ def test_only_the_returns_a_cuda_gpu_reaches_count():
 
 @pytest.mark.parametrize("version", ["0.4.6.post5", "0.5.11", "0.5.23"])
 def test_the_committed_table_is_what_the_release_source_says(version):
-    from kit.witness import source_tree
+    from kit.launch_file import source_tree
 
     tree = source_tree(sglang=version)
     committed = support()[version]

@@ -7,6 +7,7 @@ import in kit/ with ast, lazy ones inside functions included.
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import re
 import subprocess
@@ -154,7 +155,7 @@ def test_the_lab_never_imports_bench():
             for _, t, _ in _imports(m) if t.startswith("kit.bench")] == []
 
 
-_SERVER_FINDERS = {"find_target_server", "find_lab_server"}
+_SERVER_FINDERS = {"find_lab_server"}
 
 
 def _notebook_imports(path: Path) -> list[tuple[int, str, str | None]]:
@@ -282,7 +283,7 @@ def test_the_remote_lab_wheel_carries_only_what_the_server_imports(tmp_path, mon
     for absent in ("kit/bench/", "kit/dryrun/", "kit/cli/", "kit/lab/control.py", "kit/doctor/"):
         assert not any(n.startswith(absent) for n in names), absent
     # the server reads sglang's own checks of its fast paths when it starts (kit.lab.throughput.prefill_replay)
-    assert "kit/provenance/gates.py" in names and "kit/data/mechanisms.yaml" in names
+    assert "kit/provenance/gates.py" in names and "kit/data/fast_paths.yaml" in names
     modules = {n[:-3].replace("/", ".").removesuffix(".__init__") for n in names if n.endswith(".py")}
     scripts = {m for m in modules if m.startswith("kit._remote.")}  # shipped whole: kit.hosts reads them as text
     assert modules - scripts == set(server_modules()) - scripts
@@ -322,3 +323,44 @@ def test_the_wheel_for_a_host_that_builds_the_real_engine_imports_the_build_on_i
     assert proc.returncode == 0, proc.stderr
     where, name = proc.stdout.split()
     assert where.startswith(str(site)) and name == serve_environment("0.5.11").path.name
+
+
+def _owner_rows() -> list[tuple[str, str, str]]:
+    """(concept, owner, checked by) of the one-owner table in docs/architecture.md."""
+    text = ARCHITECTURE.read_text()
+    table = text[text.index("One owner per concept"):]
+    table = table[:table.index("\n\n", table.index("| --- |"))]
+    rows = re.findall(r"^  \| (.+?) \| (.+?) \| (.+?) \|$", table, re.M)
+    return [r for r in rows if r[0] != "concept" and not r[0].startswith("---")]
+
+
+def _resolves(name: str) -> bool:
+    """`kit/x.py`, `kit/x/`, or a dotted `kit.a.b.name` that imports and resolves."""
+    if "/" in name:
+        return (ROOT / name).exists()
+    for split in range(len(name.split(".")), 0, -1):
+        module, rest = ".".join(name.split(".")[:split]), name.split(".")[split:]
+        try:
+            value = importlib.import_module(module)
+        except ImportError:
+            continue
+        for part in rest:
+            if not hasattr(value, part):
+                return False
+            value = getattr(value, part)
+        return True
+    return False
+
+
+def test_each_concept_has_one_owner_and_a_test_that_keeps_it_so():
+    rows = _owner_rows()
+    assert len(rows) >= 12, "docs/architecture.md lost its one-owner table"
+    problems = []
+    for concept, owner, checked in rows:
+        owners = re.findall(r"`(kit[./][\w./]*?)/?`", owner)
+        if not owners or not all(_resolves(o.rstrip("/")) for o in owners):
+            problems.append(f"{concept[:40]}: owner {owner} does not name a real module or function")
+        tests = re.findall(r"`(tests/test_\w+\.py)`", checked)
+        if not tests or not all((ROOT / t).is_file() and "def test_" in (ROOT / t).read_text() for t in tests):
+            problems.append(f"{concept[:40]}: {checked} does not name a test file that exists")
+    assert problems == []

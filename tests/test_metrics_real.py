@@ -239,7 +239,7 @@ def lab_graphs(tmp_path_factory):
 
 
 def _lab_diagnosis(lab_graphs, span: Span):
-    from kit.witness import source_tree
+    from kit.launch_file import source_tree
 
     ev = Evidence("lab", version="0.5.11", args=dict(lab_graphs["fields"]), tree=source_tree(None, "0.5.11"))
     add_runtime(ev, prometheus=lab_graphs["prom"].url, since=span.since, end=span.end,
@@ -373,7 +373,7 @@ def test_notebook_01_plots_the_real_servers_series_from_the_real_prometheus(real
         execution_timeout=600,
         parameters={"target": "local", "server_port": real_runs["port"], "lab_launch": "", "requests": 2,
                     "max_tokens": 16, "baseline_tok_s": 0.0, "prometheus_url": real_runs["prom"].url,
-                    "timeline_since": "30m", "notebook_file": str(out)})
+                    "timeline_since": "30m"})
     cells = json.loads(out.read_text())["cells"]
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

@@ -374,8 +374,7 @@ def test_notebook_00_and_its_report_on_the_real_server(real_server, tmp_path):
     out = tmp_path / "00_connect.ipynb"
     papermill.execute_notebook(str(notebooks / "00_connect.ipynb"), str(out), kernel_name="python3",
                                progress_bar=False, cwd=str(notebooks), execution_timeout=300,
-                               parameters={"target": "local", "server_port": real_server.port, "lab_launch": "",
-                                           "notebook_file": str(out)})
+                               parameters={"target": "local", "server_port": real_server.port, "lab_launch": ""})
     report = build_report([out], tmp_path / "report.md", markdown=True)
     text = (tmp_path / "report.md").read_text()
     server = real_server.server()

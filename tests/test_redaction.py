@@ -466,3 +466,44 @@ def test_values_under_secret_names_are_masked_and_counts_stay():
     assert out["flags"][1] == {"option": "--tp-size", "value": 2}
     assert out["masked"] == {"api_key": 2}  # a count of secrets is no secret
     assert out["max_total_tokens"] == 16384 and out["tokenizer_path"] == "/models/x"
+
+
+def test_the_one_policy_masks_a_secret_flag_in_argv_a_launchs_fields_and_url_passwords():
+    """Written for this test: a server's command line, its fields and its environment as the kit keeps and shows them."""
+    from kit._secrets import MASK, mask_argv, mask_fields, mask_named, mask_url
+
+    key, pw = "sk-" + fake("argv-key", 24), fake("url-pw", 16)
+    argv = ["python", "-m", "sglang.launch_server", "--api-key", key, f"--admin-api-key={key}", "--tp-size", "2",
+            "--otlp-traces-endpoint", f"http://otel:{pw}@collector:4317", "--ssl-keyfile-password", "--port", "1"]
+    assert mask_argv(argv) == ["python", "-m", "sglang.launch_server", "--api-key", MASK, f"--admin-api-key={MASK}",
+                               "--tp-size", "2", "--otlp-traces-endpoint", f"http://otel:{MASK}@collector:4317",
+                               "--ssl-keyfile-password", "--port", "1"]  # a secret flag with no value takes none
+    fields = {"api_key": key, "tp_size": 2, "cuda_graph_bs": (1, 2), "model_path": f"https://u:{pw}@hub/m",
+              "admin_api_key": None}
+    masked = mask_fields(fields)
+    assert masked == {"api_key": MASK, "tp_size": 2, "cuda_graph_bs": (1, 2), "model_path": f"https://u:{MASK}@hub/m",
+                      "admin_api_key": None}
+    assert masked["cuda_graph_bs"] is fields["cuda_graph_bs"]  # every other value is the same object
+    assert mask_named({"argv": argv})["argv"] == mask_argv(argv)
+    assert redact_env({"HF_ENDPOINT": f"https://m:{pw}@mirror/", "HF_TOKEN": key}) == {
+        "HF_ENDPOINT": f"https://m:{MASK}@mirror/", "HF_TOKEN": MASK}
+    assert mask_url("http://host:30000/v1 and http://user@host/") == "http://host:30000/v1 and http://user@host/"
+
+
+def test_one_rule_says_where_a_urls_password_is():
+    """The report's redactor takes the one policy's URL rule (kit/_secrets.py), and no other module has one."""
+    import kit.report.redaction as redaction
+    from kit._secrets import URL_PASSWORD
+
+    assert redaction._URL_PW is URL_PASSWORD
+    kit_dir = Path(__file__).resolve().parents[1] / "kit"
+    others = [str(p.relative_to(kit_dir)) for p in kit_dir.rglob("*.py")
+              if p.name != "_secrets.py" and "_remote" not in p.parts and re.search(r"://\[\^", p.read_text())]
+    assert others == []
+
+
+def test_a_netrc_password_line_printed_through_a_terminal_is_removed():
+    """`!cat ~/.netrc` in a notebook: IPython runs it in a pty, so its lines end with CRLF."""
+    netrc = "Nr" + fake("netrc-crlf", 18)
+    text, counts = redact(f"machine {HOST}\r\n  login bench\r\n  password {netrc}\r\n")
+    assert netrc not in text and counts["netrc_password"] == 1

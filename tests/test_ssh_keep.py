@@ -1,4 +1,4 @@
-"""Kept SSH connections (kit.hosts.keep) against a real sshd on 127.0.0.1.
+"""Kept SSH connections (kit.hosts.kept) against a real sshd on 127.0.0.1.
 
 A command that connected leaves a keeper; the next one with the same options reaches the same
 helper through the keeper's socket and logs in to the sshd no more (its log counts logins).
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from kit.hosts import wire
-from kit.hosts.keep import KEY_DEFAULTS, KeptHost, attach, disconnect, kept
+from kit.hosts.kept import KEY_DEFAULTS, KeptHost, attach, disconnect, kept
 from kit.hosts.ssh import SSHHost
 from kit.target import connect
 

@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kit._text import clip
 from kit.errors import KitError, SourceFileNotFound
 
 from .index import MISSING, index_of
@@ -309,8 +310,7 @@ def dotted(node: ast.AST) -> str:
 
 
 def short(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(ast.unparse(node), 60)
 
 
 def param_names(func: ast.AST) -> list[str]:

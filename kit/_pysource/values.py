@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kit._text import clip
+
 from .modules import ModuleInfo
 
 PLAIN = (str, int, float, bool, type(None), list, tuple, set, frozenset, dict)
@@ -304,8 +306,7 @@ def render(value) -> str:
         return value.dotted
     if isinstance(value, ModuleRef):
         return value.module.path
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return clip(repr(value), 80)
 
 
 def plain_text(value) -> str:

@@ -3,7 +3,7 @@
 Run as ``python -c <this file> JSON`` where JSON holds ``launchers`` (how to recognise a
 server by its argv; see kit/data/launchers.json), ``keep`` (prefixes of environment
 variables worth reporting), ``secret_pattern`` (the regular expression of kit/_secrets.py
-that marks a variable's value as secret; older callers send ``secret``, a list of words)
+that marks a variable's value as secret)
 and ``locate`` (the text of the locate script, run with each server's own interpreter
 to find the package it imports). Standard library only; compatible with Python 3.6.
 
@@ -131,8 +131,7 @@ def boot_time():
 def servers(request):
     launchers = request.get("launchers", [])
     keep = tuple(request.get("keep", ()))
-    secret = tuple(request.get("secret", ()))
-    secret_name = re.compile(request["secret_pattern"], re.S) if request.get("secret_pattern") else None
+    secret_name = re.compile(request["secret_pattern"], re.S)
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     boot = boot_time()
     found, pids, parents = [], {}, {}
@@ -165,8 +164,7 @@ def servers(request):
         shown = {}
         for k, v in sorted((env or {}).items()):
             if k.startswith(keep):
-                hidden = secret_name.match(k) if secret_name else any(w in k.upper() for w in secret)
-                shown[k] = "<redacted>" if hidden and v else v
+                shown[k] = "<redacted>" if secret_name.match(k) and v else v
         flags = argv[at:]
         labels = {label: (env or {}).get(var) for label, var in sorted(launcher.get("labels", {}).items())}
         found.append({

@@ -52,6 +52,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kit._verbs import make_callable
+
 if TYPE_CHECKING:
     from kit.errors import BenchError
 
@@ -109,3 +111,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+make_callable(__name__, "bench")  # kit.bench(target, ...) is bench(target, ...)

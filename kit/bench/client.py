@@ -18,7 +18,8 @@ from kit.errors import BenchError
 from .config import BenchConfig, RequestResult
 from .stream import RequestFailure, StreamParser, snip
 
-__all__ = ["Client", "build_prompts", "get_json", "model_name", "one_request", "payload", "unreachable"]
+__all__ = ["Client", "build_prompts", "get_json", "model_name", "one_request", "payload", "server_info",
+           "unreachable"]
 
 
 @dataclass
@@ -122,6 +123,18 @@ def _classify(exc: Exception, cfg: BenchConfig, stream: StreamParser) -> tuple[s
 
 
 # -- server look-ups ------------------------------------------------------------------
+
+
+async def server_info(url: str, timeout: float = 10.0) -> dict:
+    """The server's /server_info (kit.target.get_server_info, its keys masked), asked in a thread so the
+    loop goes on; a failure comes back as ``{"error": ...}`` instead of raising: the run is kept without it."""
+    from kit.errors import HostError
+    from kit.target import get_server_info
+
+    try:
+        return await asyncio.to_thread(get_server_info, url, timeout=timeout)
+    except HostError as err:
+        return {"error": err.message}
 
 
 async def get_json(session, url: str, timeout: float = 10.0) -> dict | None:

@@ -21,7 +21,7 @@ from typing import Any
 from kit._version import __version__
 from kit.errors import BenchError
 
-from .client import Client, build_prompts, get_json, model_name, one_request, payload, unreachable
+from .client import Client, build_prompts, model_name, one_request, payload, server_info, unreachable
 from .config import API_PATHS, DEFAULT_PORT, READ_BUFSIZE, BenchConfig, RequestResult
 from .results import BenchRun, RunWriter
 from .stream import fill_metrics
@@ -64,7 +64,7 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
         client = Client.make(session, base + API_PATHS[cfg.api], cfg)
         await _warmup(client, bodies[:cfg.warmup], endpoint)
         run = BenchRun(cfg, base, [], _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                       server_info_before=await get_json(session, base + "/server_info"), path=str(path),
+                       server_info_before=await server_info(base), path=str(path),
                        kit_version=__version__)
         writer = RunWriter(path)
         try:
@@ -73,7 +73,7 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
             await _drive(client, bodies[cfg.warmup:], lambda r: _record(run, writer, r, progress))
             run.duration_s = (time.perf_counter_ns() - started) / 1e9
             run.results.sort(key=lambda r: r.index)
-            run.server_info_after = await get_json(session, base + "/server_info")
+            run.server_info_after = await server_info(base)
             writer.end(run.duration_s, run.server_info_after)
         finally:
             writer.close()
@@ -177,24 +177,32 @@ async def _launch(client: Client, bodies: list[bytes], put) -> None:
     await asyncio.gather(*tasks)
 
 
-def bench(target: Any = "local", *, port: int | None = None, out: str | os.PathLike | None = None,
-          progress: Any = "auto", config: BenchConfig | None = None, **options) -> BenchRun:
+def bench(target: Any = "local", *, server: Any = None, port: int | None = None,
+          out: str | os.PathLike | None = None, progress: Any = "auto", config: BenchConfig | None = None,
+          ssh_options: dict | None = None, **options) -> BenchRun:
     """Benchmark a server: ``bench("http://127.0.0.1:30000", concurrency=8, requests=64)``.
 
     ``target`` is a URL, a target string (``lab``, ``local``, ``ssh://user@host``, an ssh alias),
     or a :class:`kit.hosts.Host`; for the last two the server's ``port`` on that host is
     used (reached through an SSH port forward when remote; default 30000), and ``lab`` is the
-    lab's server wherever it listens (:func:`kit.target.resolve_server`). Options are the fields of
+    lab's server wherever it listens (:func:`kit.target.resolve_server`). ``server``, a server
+    already found (kit.target.resolve_server), is measured at its URL, through its host's forward.
+    ``ssh_options`` go to :func:`kit.target.connect`. Options are the fields of
     :class:`BenchConfig`. ``out`` is the JSONL path (default ``runs/bench-....jsonl``).
     ``progress``: ``"auto"`` (a widget in a notebook, tqdm in a terminal), ``None``, or a
-    callable given each finished :class:`RequestResult`.
+    callable given each finished :class:`RequestResult`. ``kit.bench(...)`` is this function;
+    ``sgl-kit bench`` calls it.
     """
     cfg = config or BenchConfig(**options)
-    url, host = resolve_url(target, port=port)
+    if server is not None:
+        url, host, port, opened = server.url, server.host, server.port, False
+    else:
+        url, host = resolve_url(target, port=port, **(ssh_options or {}))
+        opened = host is not None and not isinstance(target, _host_type())
+        port = port or _port_of(url)
     bar = progress_for(progress, cfg)
     try:
-        return run_sync(bench_async(url, cfg, out=out, progress=bar,
-                                    endpoint=describe_endpoint(host, port or _port_of(url))))
+        return run_sync(bench_async(url, cfg, out=out, progress=bar, endpoint=describe_endpoint(host, port)))
     except BenchError as exc:
         why = host.forward_failure(port or DEFAULT_PORT) if host is not None else None
         if why:  # the forward's own reason beats the HTTP client's "connection reset"
@@ -203,7 +211,7 @@ def bench(target: Any = "local", *, port: int | None = None, out: str | os.PathL
     finally:
         if bar is not None and hasattr(bar, "close"):
             bar.close()
-        if host is not None and not isinstance(target, _host_type()):
+        if opened:
             host.close()
 
 

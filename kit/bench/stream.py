@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kit._text import clip
+
 from .config import RequestResult
 
 __all__ = ["RequestFailure", "StreamParser", "fill_metrics", "judge_decode", "native_tail", "snip"]
@@ -203,7 +205,7 @@ def native_tail(payload: bytes) -> dict | None:
 def snip(data: bytes | str, n: int = 120) -> str:
     """At most ``n`` characters of ``data`` for an error message, so one huge body cannot flood the run file."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return text if len(text) <= n else text[:n] + "..."
+    return clip(text, n)
 
 
 def _error_text(error: Any) -> str:

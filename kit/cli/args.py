@@ -132,7 +132,7 @@ def cmd_args_diff(args) -> int:
 
 def _side(path: str, args, tree):
     """A log, a /server_info JSON, or a launch command, as a LaunchSide."""
-    from kit.witness import LaunchOptions, read_launch
+    from kit.launch_file import LaunchOptions, read_launch
 
     local_file(path)
     options = LaunchOptions(dryrun=not args.no_dryrun, model=args.model, gpu=args.gpu)
@@ -140,7 +140,7 @@ def _side(path: str, args, tree):
 
 
 def _diff_tree(args, required: bool):
-    from kit.witness import source_tree
+    from kit.launch_file import source_tree
 
     return source_tree(args.package_dir, args.sglang, required=required)
 
@@ -192,52 +192,21 @@ def _read_text(found, tree) -> str:
 
 @masks_secrets
 def cmd_args_show(args) -> int:
-    from kit.server_args import CLASSIFY_COLUMNS, classify_server_rows, effective_args
-    from kit.source import SourceTree
+    from kit.server_args.view import args as server_args
 
     with host_for(args) as host:
         server = server_for(host, args, required=True, prefetch={"server_info": 10.0})  # /server_info with it
-        tree = SourceTree.of_server(server)
-        if host.name != "local":
-            tree = tree.snapshot()
-        snapshot = effective_args(server)
-        rows = [dict(zip(CLASSIFY_COLUMNS, row, strict=True)) for row in classify_server_rows(server, tree, snapshot)]
-    shown = rows if args.all else [row for row in rows if row["origin"] != "default"]
+        found = server_args(args.target, host=host, server=server)
     if args.json:
-        emit_json({"server": server.to_dict(), "source": snapshot.source,
-                   "fields": [{k: plain(v) for k, v in row.items()} for row in shown]})
+        emit_json({**found.to_dict(every=args.all),
+                   "fields": [{k: plain(v) for k, v in row.items()} for row in found.shown(args.all)]})
         return 0
-    sys.stdout.write(_args_text(server, snapshot, shown, len(rows), args))
-    return 0
-
-
-def _args_text(server, snapshot, frame: list[dict], total: int, args) -> str:
-    everything = args.all
+    server = found.server
     where = (server.url if server.host is None or server.host.name == "local" else
              f"{server.bind_host}:{server.port} there (from here: sgl-kit forward {args.target} --port {server.port})")
-    head = [f"{'lab stand-in' if server.kind == 'lab' else 'sglang'} {server.sglang_version or '?'}, "
-            f"pid {server.pid} on {server.host_name}, {where}",
-            f"effective args from {snapshot.source or 'the log'}; explicit ones from its argv, read with the flag "
-            f"table of {server.sglang_dir}; defaults from that source",
-            f"{len(frame)} of {total} fields shown" + ("" if everything else " (those not at their default; --all "
-                                                          "for every field)"), ""]
-    if not frame:
-        return "\n".join(head) + "every field is at its default\n"
-    columns = ["flag", "default", "cli", "effective", "origin"]
-    cells = [[str(plain(row[c])) if plain(row[c]) is not None else "-" for c in columns] for row in frame]
-    for cell, whose in zip(cells, (row["default_from"] for row in frame), strict=True):
-        if cell[4] == "default" and whose:
-            cell[4] = f"default ({whose})"
-    widths = [min(48, max(len(c[i]) for c in cells + [columns])) for i in range(5)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(columns, widths, strict=True))]
-    for c in cells:
-        lines.append("  ".join(_cut(v, w).ljust(w) for v, w in zip(c, widths, strict=True)))
-    auto = [c[0] for c in cells if c[4] == "auto-changed"]
-    tail = ["", f"auto-changed (SGLang decided, no flag asked): {', '.join(auto) or 'none'}"]
-    if auto:
-        tail.append(f"explain one with: sgl-kit why {auto[0]} {args.target}")
-    return "\n".join(head + lines + tail) + "\n"
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+    first, second = found.headline()
+    text = f"{first}, {where}\n{second}\n" + found.to_text(args.all, every_is="--all")
+    if found.auto_changed and found.shown(args.all):
+        text += f"explain one with: sgl-kit why {found.auto_changed[0]} {args.target}\n"
+    sys.stdout.write(text)
+    return 0

@@ -53,7 +53,7 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    from kit.bench import BenchConfig, bench_async, describe_endpoint, progress_for, run_path, run_sync
+    from kit.bench import BenchConfig, run_path
 
     if args.target == "compare":
         return cmd_compare(args)
@@ -64,23 +64,13 @@ def cmd_bench(args) -> int:
                       warmup=args.warmup, max_tokens=args.max_tokens, ignore_eos=args.ignore_eos,
                       input_len=args.input_len, input_len_min=args.input_len_min, prompts_file=args.prompts,
                       model=args.model, stall_timeout=args.stall_timeout, label=args.label)
-    url, host, port = _where(args)
     out = Path(args.out) if args.out else run_path(cfg)
-    bar = progress_for("auto", cfg)
     started = time.time()
     try:
-        run = run_sync(bench_async(url, cfg, out=out, progress=bar, endpoint=describe_endpoint(host, port)))
+        run = _measure(args, cfg, out)
     except KeyboardInterrupt:
-        if bar is not None:
-            bar.close()
-            bar = None
         sys.stderr.write(f"sgl-kit: {_kept(out, started, cfg.requests)}\n")
         return 130  # as the shell reports a Ctrl-C
-    finally:
-        if bar is not None:
-            bar.close()
-        if host is not None:
-            host.close()
     if args.json:
         emit_json({"path": run.path, "url": run.url, "totals": run.totals, "summary": _frame_dict(run.summary())})
     else:
@@ -88,21 +78,19 @@ def cmd_bench(args) -> int:
     return 0 if run.totals["ok"] else 1
 
 
-def _where(args):
-    """(url, host holding any forward, the server's port): the lab's server through the one target resolver
-    (kit.target.resolve_server, which also says which launch the lab runs), else --port on the target."""
-    from kit.bench import resolve_url
+def _measure(args, cfg, out: Path):
+    """kit.bench.bench at the target: a URL as it is; the lab's server through the one target resolver
+    (kit.target.resolve_server, which also says which launch the lab runs); else --port on the target."""
+    from kit.bench import bench
     from kit.target import parse_target
 
     if args.target.startswith(("http://", "https://")):
-        return args.target.rstrip("/"), None, None
+        return bench(args.target, out=out, config=cfg)
     if parse_target(args.target)["kind"] == "lab":
-        host = host_for(args)
-        server = server_for(host, args, required=True)
-        return server.url, host, server.port
-    port = DEFAULT_PORT if args.port is None else args.port
-    url, host = resolve_url(args.target, port=port, **ssh_options(args))
-    return url, host, port
+        with host_for(args) as host:
+            return bench(args.target, server=server_for(host, args, required=True), out=out, config=cfg)
+    return bench(args.target, port=DEFAULT_PORT if args.port is None else args.port, out=out, config=cfg,
+                 ssh_options=ssh_options(args))
 
 
 def _kept(path: Path, started: float, requests: int) -> str:

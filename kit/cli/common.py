@@ -13,7 +13,8 @@ import os
 import sys
 from typing import Any
 
-from kit.errors import KitError
+from kit._text import plain as jsonable
+from kit.errors import UsageError
 
 __all__ = ["Parser", "check_since", "common_options", "console", "emit_json", "host_for", "launch_options", "local_file",
            "plain", "prometheus_options", "ssh_options", "tree_for"]
@@ -112,7 +113,7 @@ def check_since(args) -> None:
             if value is not None and parse_duration(value) <= 0:
                 raise ValueError(f"{option} must be positive, not {value!r}")
         except ValueError as err:
-            raise KitError(f"{option}: {err}", hint="write it as 90s, 15m, 24h, 7d or 1h30m") from None
+            raise UsageError(f"{option}: {err}", hint="write it as 90s, 15m, 24h, 7d or 1h30m") from None
 
 
 def ssh_options(args) -> dict[str, Any]:
@@ -121,9 +122,9 @@ def ssh_options(args) -> dict[str, Any]:
 
     if parse_target(args.target)["kind"] != "ssh":
         return {}
-    from kit.hosts.keep import persist_seconds
+    from kit.hosts.kept import persist_seconds
 
-    # A command line keeps its SSH connection for the next one (kit.hosts.keep; SGL_KIT_SSH_PERSIST=0: never).
+    # A command line keeps its SSH connection for the next one (kit.hosts.kept; SGL_KIT_SSH_PERSIST=0: never).
     return {"trust_new_host": args.trust_new_host, "key_filename": args.identity,
             "known_hosts": args.known_hosts, "config_file": args.ssh_config, "default_timeout": args.timeout,
             "persist": persist_seconds()}
@@ -230,14 +231,22 @@ class _MaskedStream:
         self.pending += text
         if "\n" in self.pending:
             whole, self.pending = self.pending.rsplit("\n", 1)
-            self.inner.write(self.redactor.text(whole + "\n"))
+            self.inner.write(self._masked(whole + "\n"))
         return len(text)
 
     def flush(self) -> None:
         if self.pending:
-            self.inner.write(self.redactor.text(self.pending))
+            self.inner.write(self._masked(self.pending))
             self.pending = ""
         self.inner.flush()
+
+    def _masked(self, text: str) -> str:
+        """The text redacted; the values the kit's data already holds masked (kit._secrets.MASK) are counted too."""
+        from kit._secrets import MASK
+
+        if MASK in text:
+            self.redactor.counts["named_value"] += text.count(MASK)
+        return self.redactor.text(text)
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
@@ -267,7 +276,7 @@ def masks_secrets(func):
 
 
 def plain(value):
-    """A table cell as JSON-safe data: NA (and NaN) becomes None, objects their text."""
+    """A table cell as JSON-safe data: NA (and NaN) becomes None, objects their text (``kit._text.plain``)."""
     if isinstance(value, float) and math.isnan(value):
         return None
     pd = sys.modules.get("pandas")  # a cell of a table: pandas' own NA, NaT; never imported for a plain value
@@ -277,17 +286,17 @@ def plain(value):
                 return None
         except (TypeError, ValueError):
             pass
-    return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
+    return jsonable(value, str)
 
 
 def local_file(path: str) -> str:
     if os.path.isdir(path):
         inside = sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)))[:4]
-        raise KitError(f"{path} is a directory; this takes one file",
-                       hint=(f"give one of its files, e.g. {os.path.join(path, inside[0])}" if inside
-                             else "give the path of a file (a log, a /server_info JSON or a launch command)"))
+        raise UsageError(f"{path} is a directory; this takes one file",
+                         hint=(f"give one of its files, e.g. {os.path.join(path, inside[0])}" if inside
+                               else "give the path of a file (a log, a /server_info JSON or a launch command)"))
     if not os.path.exists(path):
-        raise KitError(f"no such file: {path}", hint="give the path of a file on this machine")
+        raise UsageError(f"no such file: {path}", hint="give the path of a file on this machine")
     if not os.access(path, os.R_OK):
-        raise KitError(f"{path} is not readable by this user", hint="check its permissions")
+        raise UsageError(f"{path} is not readable by this user", hint="check its permissions")
     return path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from kit.errors import KitError
+from kit.errors import SourceError, UsageError
 
 from .common import (
     check_since,
@@ -18,7 +18,6 @@ from .common import (
 
 __all__ = ["register"]
 
-_FILES = ("log", "server_info", "command", "nvidia_smi", "topo", "model_config", "environ", "paste")
 
 
 def register(sub) -> None:
@@ -55,12 +54,12 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_doctor, verb="doctor")
     common_options(p)
 
-    from kit.provenance.gate_chain import MECHANISMS
+    from kit.provenance.gate_chain import FAST_PATHS
 
     g = sub.add_parser(
         "gates", help="whether a fast path (prefill graph, decode graph, custom all-reduce, torch.compile) runs, "
                       "check by check, from the server's own sglang source",
-        usage="sgl-kit gates MECHANISM [TARGET] [--restored] [--log FILE] [--command FILE] [--model-config FILE] "
+        usage="sgl-kit gates FAST_PATH [TARGET] [--restored] [--log FILE] [--command FILE] [--model-config FILE] "
               "[--topo FILE] [--sglang VER] [--json]",
         description="Read every check that decides whether a fast path of sglang runs: the returns of the "
                     "function that builds it at startup and of the method asked for every batch (can_run), in "
@@ -73,8 +72,8 @@ def register(sub) -> None:
                "  sgl-kit gates custom-all-reduce --log server.log --topo topo.txt --topo p2p.txt\n"
                "  sgl-kit gates prefill-graph --command launch.sh --sglang 0.5.11 --model-config config.json --json",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
-    g.add_argument("mechanism", choices=sorted(MECHANISMS), metavar="MECHANISM",
-                   help=f"one of: {', '.join(sorted(MECHANISMS))}")
+    g.add_argument("fast_path", choices=sorted(FAST_PATHS), metavar="FAST_PATH",
+                   help=f"one of: {', '.join(sorted(FAST_PATHS))}")
     g.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias; "
                                              "leave out to read only the files given")
     g.add_argument("--restored", action="store_true",
@@ -88,18 +87,15 @@ def register(sub) -> None:
 
 def cmd_gates(args) -> int:
     from kit.doctor import Case
-    from kit.doctor.mechanism import chain
+    from kit.doctor.fast_paths import chain
 
-    given = {name: getattr(args, name) for name in _FILES if getattr(args, name)}
-    for path in [p for v in given.values() for p in (v if isinstance(v, list) else [v])]:
-        local_file(path)
-    ev = gather(args, given, lambda text: None)
+    ev = gather(args, lambda text: None)
     if ev.tree is None:
-        raise KitError(f"no sglang source to read the {args.mechanism} checks from",
-                       hint="give a TARGET where sglang is installed, or --sglang VERSION (downloaded once) with files")
-    found = chain(Case(ev), args.mechanism, restored=args.restored)
+        raise SourceError(f"no sglang source to read the {args.fast_path} checks from",
+                          hint="give a TARGET where sglang is installed, or --sglang VERSION (downloaded once) with files")
+    found = chain(Case(ev), args.fast_path, restored=args.restored)
     if found is None:
-        raise KitError(f"the {args.mechanism} checks could not be read in sglang {ev.version}")
+        raise SourceError(f"the {args.fast_path} checks could not be read in sglang {ev.version}")
     if args.json:
         emit_json({**found.to_dict(), "restored": args.restored, "problems": list(ev.problems)})
     else:
@@ -111,14 +107,6 @@ def cmd_doctor(args) -> int:
     from kit.doctor import diagnose
 
     check_since(args)
-    runtime = {"prometheus": args.prometheus, "since": args.since, "selector": args.selector,
-               "timeout": args.prometheus_timeout}
-    given = {name: getattr(args, name) for name in _FILES if getattr(args, name)}
-    for path in [*[p for v in given.values() for p in (v if isinstance(v, list) else [v])], args.baseline, args.bench]:
-        if path:
-            local_file(path)
-    for path in args.trace or []:
-        local_file(path)
     err = console(stderr=True)
     quiet = args.json or not sys.stderr.isatty()
     status = err.status("sgl-kit doctor: gathering evidence") if not quiet else None
@@ -130,7 +118,7 @@ def cmd_doctor(args) -> int:
     if status is not None:
         status.start()
     try:
-        evidence = gather(args, given, progress, runtime=runtime)
+        evidence = gather(args, progress, runtime=True)
         result = diagnose(evidence)
         capacity = None
         if args.capacity:
@@ -185,37 +173,35 @@ def _evidence_options(p) -> None:
                                                      "without bandwidth and roofline, and says so)")
 
 
-def gather(args, given: dict, progress, runtime: dict | None = None):
-    """The evidence: the server at TARGET (its arguments, command, environment, log, GPUs, source), or the
-    files given; with ``runtime``, what it did (Prometheus or its /metrics) and --trace."""
-    from kit.doctor import add_runtime, from_files, from_server
-    from kit.doctor.rules_trace import add_trace
+def gather(args, progress, runtime: bool = False):
+    """kit.doctor.gather for the command line: the files given are checked first, the TARGET's server is
+    found once (its notice on stderr), and errors speak of options, not keywords."""
+    from kit.doctor import EVIDENCE_FILES
+    from kit.doctor import gather as gather_evidence
 
+    given = {name: getattr(args, name) for name in EVIDENCE_FILES if getattr(args, name)}
+    for path in [*[p for v in given.values() for p in (v if isinstance(v, list) else [v])],
+                 getattr(args, "baseline", None), getattr(args, "bench", None), *(getattr(args, "trace", None) or [])]:
+        if path:
+            local_file(path)
+    options = {"baseline": getattr(args, "baseline", None), "bench": getattr(args, "bench", None),
+               "trace": getattr(args, "trace", None), "progress": progress}
+    if runtime:
+        options.update(prometheus=args.prometheus, since=args.since, selector=args.selector,
+                       prometheus_timeout=args.prometheus_timeout)
     if args.target:
         if given or args.sglang or args.gpu:
-            raise KitError("evidence files go without a TARGET: with one, the kit reads the server itself",
-                           hint="drop TARGET to read files, or drop the file options")
+            raise UsageError("evidence files go without a TARGET: with one, the kit reads the server itself",
+                             hint="drop TARGET to read files, or drop the file options")
         from .common import host_for, server_for
 
         with host_for(args) as host:
             server = server_for(host, args, required=True, prefetch=True)  # log, /server_info: one trip
-            ev = from_server(host, server, baseline=getattr(args, "baseline", None),
-                             bench=getattr(args, "bench", None), progress=progress)
+            ev = gather_evidence(args.target, host=host, server=server, **options)
             ev.target = args.target
-            if runtime is not None:
-                progress("reading what the server did (Prometheus or its /metrics)")
-                add_runtime(ev, server=server, **runtime)
-            if getattr(args, "trace", None):
-                add_trace(ev, args.trace)
         return ev
-    if not given and not (runtime or {}).get("prometheus") and not getattr(args, "trace", None):
-        raise KitError("nothing to examine: no TARGET and no evidence files",
-                       hint=f"`sgl-kit {args.verb} lab`, `sgl-kit {args.verb} gpu-box`, or give --log/--command "
-                            f"and friends (sgl-kit {args.verb} --help)")
-    ev = from_files(sglang=args.sglang, package_dir=args.package_dir, baseline=getattr(args, "baseline", None),
-                    bench=getattr(args, "bench", None), gpu=args.gpu, progress=progress, **given)
-    if (runtime or {}).get("prometheus"):
-        add_runtime(ev, **runtime)
-    if getattr(args, "trace", None):
-        add_trace(ev, args.trace)
-    return ev
+    if not given and not options.get("prometheus") and not options["trace"]:
+        raise UsageError("nothing to examine: no TARGET and no evidence files",
+                         hint=f"`sgl-kit {args.verb} lab`, `sgl-kit {args.verb} gpu-box`, or give --log/--command "
+                              f"and friends (sgl-kit {args.verb} --help)")
+    return gather_evidence(sglang=args.sglang, package_dir=args.package_dir, gpu=args.gpu, **options, **given)

@@ -109,6 +109,7 @@ def _print_status(args, status) -> None:
         sys.stdout.write(status.to_text() + "\n")
 
 
+@masks_secrets
 def cmd_lab_up(args) -> int:
     lab = _lab(args)
     with lab.host:
@@ -118,6 +119,7 @@ def cmd_lab_up(args) -> int:
     return 0
 
 
+@masks_secrets
 def cmd_lab_down(args) -> int:
     lab = _lab(args)
     with lab.host:
@@ -134,6 +136,7 @@ def cmd_lab_status(args) -> int:
     return 0 if status.running else 3
 
 
+@masks_secrets
 def cmd_lab_restart(args) -> int:
     lab = _lab(args)
     options = {"timeout": args.wait}

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from kit.errors import KitError
+from kit.errors import MetricsError, UsageError
 
 from .common import (
     check_since,
@@ -107,8 +107,8 @@ def cmd_timeline(args) -> int:
     from kit.metrics import server_timeline
 
     if not (args.prometheus or args.log or args.target):
-        raise KitError("nothing to read: give --prometheus URL, --log FILE or a TARGET",
-                       hint="e.g. sgl-kit timeline lab --prometheus http://127.0.0.1:9090")
+        raise UsageError("nothing to read: give --prometheus URL, --log FILE or a TARGET",
+                         hint="e.g. sgl-kit timeline lab --prometheus http://127.0.0.1:9090")
     check_since(args)
     server = _server(args)
     log_text = None
@@ -119,8 +119,8 @@ def cmd_timeline(args) -> int:
                          selector=args.selector, log_text=log_text, version=args.sglang, log_tz=args.tz,
                          timeout=args.prometheus_timeout)
     if not len(tl.frame) and not tl.restarts and tl.problems:
-        raise KitError(f"no series to show: {tl.problems[0]}",
-                       hint="check --prometheus (and its credentials in the environment) or give --log FILE")
+        raise MetricsError(f"no series to show: {tl.problems[0]}",
+                           hint="check --prometheus (and its credentials in the environment) or give --log FILE")
     if args.json:
         emit_json(tl.to_dict())
     else:
@@ -135,8 +135,8 @@ def cmd_metrics(args) -> int:
     if "://" not in url:
         server = _server(args, required=True)
         if not server.url:
-            raise KitError(f"the server pid {server.pid} has no URL the kit can reach",
-                           hint="give its /metrics URL instead")
+            raise MetricsError(f"the server pid {server.pid} has no URL the kit can reach",
+                               hint="give its /metrics URL instead")
         url, version = server.url, version or server.sglang_version
     started = time.perf_counter()
     page = scrape(url, timeout=args.timeout)
@@ -178,9 +178,9 @@ def cmd_profile(args) -> int:
     from kit.metrics.trace import summarize_trace
 
     if bool(args.target) == bool(args.trace):
-        raise KitError("give a TARGET to profile, or --trace FILE... to summarize, not both" if args.target
-                       else "nothing to profile: give a TARGET or --trace FILE...",
-                       hint="e.g. sgl-kit profile lab --steps 8, or sgl-kit profile --trace run/*.trace.json.gz")
+        raise UsageError("give a TARGET to profile, or --trace FILE... to summarize, not both" if args.target
+                         else "nothing to profile: give a TARGET or --trace FILE...",
+                         hint="e.g. sgl-kit profile lab --steps 8, or sgl-kit profile --trace run/*.trace.json.gz")
     if args.target:
         return _profile_online(args)
     summaries, failed = [], []
@@ -208,13 +208,13 @@ def _profile_online(args) -> int:
     from kit.metrics.profile import profile_server
 
     if args.steps < 1:
-        raise KitError(f"--steps must be 1 or more, not {args.steps}", hint="e.g. --steps 8")
+        raise UsageError(f"--steps must be 1 or more, not {args.steps}", hint="e.g. --steps 8")
     server = _server(args, required=True)
     if server.kind == "lab":  # the stand-in answers sglang's API but runs no model: nothing to record
-        raise KitError(f"the lab's stand-in (pid {server.pid}) has no profiler: it models the incident's speed and "
-                       "runs no model, so there is no torch-profiler trace to record",
-                       hint="profile the real engine: `sgl-kit lab down`, `sgl-kit lab up --engine sglang`, then "
-                            "`sgl-kit profile lab`; or summarize traces you have with `sgl-kit profile --trace FILE...`")
+        raise MetricsError(f"the lab's stand-in (pid {server.pid}) has no profiler: it models the incident's speed and "
+                           "runs no model, so there is no torch-profiler trace to record",
+                           hint="profile the real engine: `sgl-kit lab down`, `sgl-kit lab up --engine sglang`, then "
+                                "`sgl-kit profile lab`; or summarize traces you have with `sgl-kit profile --trace FILE...`")
     out = args.out or time.strftime("runs/profile-%Y%m%dT%H%M%S")
     progress = None if args.json else (lambda text: sys.stderr.write(f"sgl-kit: {text}\n"))
     run = profile_server(server, steps=args.steps, local_dir=out, timeout=args.timeout, wait=args.wait,

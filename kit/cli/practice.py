@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from kit._text import clip
+
 from .common import common_options, emit_json
 
 __all__ = ["register"]
@@ -40,10 +42,6 @@ def register(sub) -> None:
         common_options(action)
 
 
-def _width(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def cmd_list(args) -> int:
     from kit.practice import cases
 
@@ -55,8 +53,8 @@ def cmd_list(args) -> int:
     name_w = max(len(c.name) for c in found)
     lines = [f"{'case':<{name_w}}  {'difficulty':<10}  {'sglang':<30}  {'GPU':<34}  title"]
     for c in found:
-        lines.append(f"{c.name:<{name_w}}  {c.difficulty:<10}  {_width(c.version, 30):<30}  "
-                     f"{_width(c.gpu, 34):<34}  {c.title}")
+        lines.append(f"{c.name:<{name_w}}  {c.difficulty:<10}  {clip(c.version, 30):<30}  "
+                     f"{clip(c.gpu, 34):<34}  {c.title}")
     lines.append(f"{len(found)} cases; `sgl-kit practice show CASE` for one (or `first`, or `random`)")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
-from kit.errors import CommandTimeout, KitError
+from kit.errors import CommandTimeout, UsageError
 
 from .common import common_options, console, emit_json, host_for, server_options, tree_for
 
@@ -81,7 +81,7 @@ def _register_run(sub) -> None:
 def cmd_run(args) -> int:
     cmd = args.cmd
     if not cmd:
-        raise KitError("no command given", hint="write it after --, e.g. sgl-kit run TARGET -- uname -a")
+        raise UsageError("no command given", hint="write it after --, e.g. sgl-kit run TARGET -- uname -a")
     command = cmd[0] if len(cmd) == 1 else cmd
     with host_for(args) as host:
         if args.json:
@@ -113,8 +113,8 @@ def split_path(spec: str) -> tuple[str, int | None, int | None]:
 
 def cmd_source(args) -> int:
     if not args.function and not args.path:
-        raise KitError("give a PATH[:START-END] or --function QUALNAME",
-                       hint="e.g. sgl-kit source TARGET srt/server_args.py:1222-1260")
+        raise UsageError("give a PATH[:START-END] or --function QUALNAME",
+                         hint="e.g. sgl-kit source TARGET srt/server_args.py:1222-1260")
     with host_for(args) as host:
         tree = tree_for(host, args)
         if args.function:
@@ -201,7 +201,7 @@ def _only_server_port(host) -> int | None:
 
 
 def cmd_disconnect(args) -> int:
-    from kit.hosts.keep import disconnect, kept, key_options, socket_path
+    from kit.hosts.kept import disconnect, kept, key_options, socket_path
     from kit.target import parse_target
 
     if args.target is None:
@@ -211,8 +211,8 @@ def cmd_disconnect(args) -> int:
         return 0
     spec = parse_target(args.target)
     if spec["kind"] != "ssh":
-        raise KitError(f"{args.target} is not reached over SSH: there is no kept connection to close",
-                       hint="give an SSH target (an alias, user@host, ssh://...), or no target to close them all")
+        raise UsageError(f"{args.target} is not reached over SSH: there is no kept connection to close",
+                         hint="give an SSH target (an alias, user@host, ssh://...), or no target to close them all")
     from .common import ssh_options
 
     options = {**ssh_options(args), **{k: spec[k] for k in ("port", "user") if spec[k] is not None}}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import emit_json, launch_options
+from .common import emit_json, launch_options, masks_secrets
 
 __all__ = ["register"]
 
@@ -74,18 +74,19 @@ def _progress(text) -> None:
     sys.stderr.flush()
 
 
+@masks_secrets
 def cmd_upgrade_diff(args) -> int:
-    from kit.errors import KitError
+    from kit.errors import UsageError
     from kit.upgrade import upgrade_diff
 
     env = {}
     for pair in args.env:
         key, eq, value = pair.partition("=")
         if not eq or not key:
-            raise KitError(f"--env takes KEY=VALUE, not {pair!r}")
+            raise UsageError(f"--env takes KEY=VALUE, not {pair!r}")
         env[key] = value
     if not args.cmd:
-        raise KitError("no launch given", hint="put sglang's flags (or the launch command) after --")
+        raise UsageError("no launch given", hint="put sglang's flags (or the launch command) after --")
     diff = upgrade_diff(args.cmd, [args.from_version, *args.to_versions], model=args.model, gpu=args.gpu,
                         tp=args.tp, env=env, method="static" if args.static else "auto",
                         rename=not args.no_rename, setup=args.setup, progress=_progress, missing="raise",

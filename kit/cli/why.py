@@ -46,7 +46,8 @@ def register(sub) -> None:
 
 
 def cmd_why(args) -> int:
-    from kit.provenance import explain, explain_server
+    from kit.provenance import explain, why
+    from kit.source import source_for_server
 
     if args.dryrun:
         return dryrun.cmd_why_dryrun(args)
@@ -54,15 +55,14 @@ def cmd_why(args) -> int:
         server = server_for(host, args, prefetch={"probes": True})  # the host's answers, with discovery
         tree = tree_for(host, args)
         server = server or getattr(args, "server", None)
-        if host.name != "local" and not args.no_snapshot:
-            tree = tree.snapshot()
+        tree = source_for_server(server, tree=tree, copy=not args.no_snapshot)
         snapshot = _snapshot(host, args, server)
         config = _model_config(host, args.model_config, snapshot)
         command = shlex.split(host.read_text(args.command)) if args.command else None
         probes = _probes(args)
-        if server is not None:
-            result = explain_server(server, args.flag, tree=tree, snapshot=snapshot, model_config=config,
-                                    command=command, probes=probes)
+        if server is not None:  # kit.why, on the server found here
+            result = why(args.flag, args.target, host=host, server=server, tree=tree, snapshot=snapshot,
+                         model_config=config, command=command, probes=probes)
         else:
             result = explain(tree, args.flag, snapshot, config, command=command, probes=probes)
     if args.json:

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from kit.errors import KitError
+from kit._verbs import make_callable
+from kit.errors import KitError, UsageError
 
 from . import rules, rules_capacity, rules_hw, rules_known, rules_metrics, rules_resolved, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
@@ -28,43 +29,76 @@ from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import GAPS, RULES, Rule, in_group, ordered, version_in
 from .rules_metrics import add_runtime
-from .rules_trace import add_trace  # noqa: F401  (registers its rules; a trace summary as evidence)
+from .rules_trace import add_trace  # registers its rules; a trace summary as evidence
 
 __all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "Impact", "ModelSize", "RULES", "Roofline", "Rule",
-           "add_runtime", "diagnose", "runtime_diagnosis", "doctor", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
+           "EVIDENCE_FILES", "add_runtime", "add_trace", "diagnose", "doctor", "gather", "runtime_diagnosis", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
 
 
-def doctor(target: str | None = None, *, host=None, pid: int | None = None, port: int | None = None,
-           baseline: str | None = None, bench: str | None = None,
+def doctor(target: str | None = None, *, host=None, server=None, pid: int | None = None, port: int | None = None,
+           baseline: str | None = None, bench: str | None = None, trace=None,
            progress: Callable[[str], None] | None = None, prometheus=None, since: str | float = "1h",
-           selector: str | None = None, **files) -> Diagnosis:
+           selector: str | None = None, prometheus_timeout: float = 10.0, **files) -> Diagnosis:
     """Diagnose a live target (``lab``, ``local``, an SSH target; ``host`` reuses a connection already
-    open to it), or the files given as keywords (log, server_info, command, nvidia_smi, topo,
-    model_config, sglang, package_dir, gpu, environ). ``prometheus`` (a URL; credentials from the
-    environment) adds what the server did over ``since``; a live server with ``--enable-metrics``
-    is read from its own ``/metrics`` without one (kit.doctor.rules_metrics)."""
-    runtime = {"prometheus": prometheus, "since": since, "selector": selector}
+    open to it, ``server`` a server already found there), or the files given as keywords (log,
+    server_info, command, nvidia_smi, topo, model_config, environ, paste, sglang, package_dir, gpu).
+
+    ``prometheus`` (a URL; credentials from the environment) adds what the server did over ``since``;
+    a live server with ``--enable-metrics`` is read from its own ``/metrics`` without one
+    (kit.doctor.rules_metrics). ``trace`` (paths of torch-profiler traces, ``sgl-kit profile``) adds
+    their summary. ``kit.doctor(...)`` is this function. The CLI's ``sgl-kit doctor`` calls it."""
+    return diagnose(gather(target, host=host, server=server, pid=pid, port=port, baseline=baseline, bench=bench,
+                           trace=trace, progress=progress, prometheus=prometheus, since=since, selector=selector,
+                           prometheus_timeout=prometheus_timeout, **files))
+
+
+def gather(target: str | None = None, *, host=None, server=None, pid: int | None = None, port: int | None = None,
+           baseline: str | None = None, bench: str | None = None, trace=None,
+           progress: Callable[[str], None] | None = None, prometheus=None, since: str | float = "1h",
+           selector: str | None = None, prometheus_timeout: float = 10.0, **files) -> Evidence:
+    """The evidence :func:`doctor` reads: the server at ``target`` (its arguments, command, environment,
+    log, GPUs, its own sglang source) and what it did, or the files given; with ``trace``, its steps."""
+    runtime = {"prometheus": prometheus, "since": since, "selector": selector, "timeout": prometheus_timeout}
+    note = progress or (lambda text: None)
     if target is None:
+        if host is not None or server is not None or pid or port:
+            raise UsageError("a host, server, pid or port goes with a target: without one the doctor reads files",
+                             hint="give the target too (e.g. doctor(\"lab\", port=30000)), or only files")
+        if not any(files.get(name) for name in EVIDENCE_FILES) and not prometheus and not trace:
+            raise UsageError("nothing to examine: no target and no evidence files",
+                             hint="give a target (\"lab\", \"local\", an SSH target) or files: "
+                                  f"{', '.join(EVIDENCE_FILES)}")
         evidence = from_files(baseline=baseline, bench=bench, progress=progress, **files)
         if prometheus:
+            note("reading what the server did (Prometheus)")
             add_runtime(evidence, **runtime)
-        return diagnose(evidence)
-    from kit.target import connect
+    else:
+        if any(value for value in files.values()):
+            raise UsageError(f"evidence files go without a target: with {target!r} the kit reads the server itself "
+                             f"(given: {', '.join(sorted(k for k, v in files.items() if v))})",
+                             hint="leave out the target to read the files, or leave out the files")
+        from kit.target import connect, resolve_server
 
-    if host is not None:
-        return _doctor_on(host, target, pid, port, baseline, bench, progress, runtime)
-    with connect(target) as opened:
-        return _doctor_on(opened, target, pid, port, baseline, bench, progress, runtime)
+        opened = connect(target) if host is None else None
+        try:
+            on = host or opened
+            if server is None:  # log head/tail, /server_info: one trip
+                server = resolve_server(on, target, pid=pid, port=port, prefetch=True)
+            evidence = from_server(on, server, baseline=baseline, bench=bench, progress=progress)
+            evidence.target = target if target == on.name else f"{target} (pid {server.pid} on {on.name})"
+            note("reading what the server did (Prometheus or its /metrics)")
+            add_runtime(evidence, server=server, **runtime)
+        finally:
+            if opened is not None:
+                opened.close()
+    if trace:
+        note("summarizing the traces")
+        add_trace(evidence, [trace] if isinstance(trace, (str, bytes)) or hasattr(trace, "__fspath__") else trace)
+    return evidence
 
 
-def _doctor_on(host, target, pid, port, baseline, bench, progress, runtime=None) -> Diagnosis:
-    from kit.target import resolve_server
-
-    server = resolve_server(host, target, pid=pid, port=port, prefetch=True)  # log head/tail, /server_info: one trip
-    evidence = from_server(host, server, baseline=baseline, bench=bench, progress=progress)
-    add_runtime(evidence, server=server, **(runtime or {}))
-    evidence.target = target if target == host.name else f"{target} (pid {server.pid} on {host.name})"
-    return diagnose(evidence)
+# The keywords of doctor() and gather() that name evidence files (the CLI's --log, --server-info, ...).
+EVIDENCE_FILES = ("log", "server_info", "command", "nvidia_smi", "topo", "model_config", "environ", "paste")
 
 
 def runtime_diagnosis(host, server, *, prometheus=None, since: str | float = "1h", selector: str | None = None,
@@ -370,3 +404,5 @@ def _fields_of(case: Case, changes: list[Change]) -> set[str]:
             out.add(spec.field)
     return out
 
+
+make_callable(__name__, "doctor")  # kit.doctor(...) is doctor(...)

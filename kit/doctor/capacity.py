@@ -24,6 +24,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
@@ -139,7 +140,7 @@ class _Source:
             return []
         out = []
         for h in hits:
-            path = h.path.removeprefix("sglang/")
+            path = short_path(h.path)
             if any(s in path for s in skip) or (files and not any(path.endswith(f) for f in files)):
                 continue
             if within and self.function_at(h.path, h.line) not in within:
@@ -268,7 +269,7 @@ def _resolved_write(case: Case, field_name: str, src: _Source) -> tuple[int | No
         fired = []
     for s in fired:
         for value, site in writes:
-            if site.where == s.where.removeprefix("sglang/"):
+            if site.where == short_path(s.where):
                 return value, [site], f"sglang's resolution ({site.where}, its guards hold for this launch)"
     if not writes:
         return None, [], "no literal default for it in this release's server_args.py"
@@ -559,7 +560,7 @@ def _cell_size(case: Case, src: _Source) -> dict | None:
     if found is None:
         return None
     path, node = found
-    short = path.removeprefix("sglang/")
+    short = short_path(path)
     config = case.text_config
     mla = bool(config.get("kv_lora_rank"))
     assigns = [n for n in ast.walk(node) if isinstance(n, ast.Assign)
@@ -678,7 +679,7 @@ def _state_pool(case: Case, src: _Source) -> CapacityCheck:
             path, _, span = w.partition(":")
             first = int(span.split("-")[0]) if span.split("-")[0].isdigit() else 0
             text = _line(case, path, first)
-            check.sites.append(Site(f"{path.removeprefix('sglang/')}:{first}", text,
+            check.sites.append(Site(f"{short_path(path)}:{first}", text,
                                     "this release's max_running_requests arithmetic"))
         check.notes += found.how
     if found is not None and found.mamba:

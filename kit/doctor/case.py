@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
+from kit._text import short_path
 from kit.errors import KitError
 
 from .evidence import Evidence
@@ -275,12 +276,12 @@ class Case:
 
     def _explained_site(self, where: str, fields) -> tuple[str, Any] | None:
         """(field, AssignmentSite) of an explained write at ``where``, from the fields asked about first."""
-        short = _short(where)
+        short = short_path(where)
         names = [f for f in fields if f] + [n for n in self._explained if n not in fields]
         for name in names:
             exp = self.explain(name) if name in fields else self._explained.get(name)
             for site in exp.sites if exp is not None else []:
-                if _short(site.where) == short:
+                if short_path(site.where) == short:
                     return name, site
         return None
 
@@ -302,9 +303,9 @@ class Case:
         reach = None
         if self.reacher is not None:
             if found is not None:
-                reach = self.reacher.reach(_short(where), site=found[1], shadowed={found[0].split(".")[0]})
+                reach = self.reacher.reach(short_path(where), site=found[1], shadowed={found[0].split(".")[0]})
             else:
-                reach = self.reacher.reach(_short(where), shadowed={f.split(".")[0] for f in fields})
+                reach = self.reacher.reach(short_path(where), shadowed={f.split(".")[0] for f in fields})
             if reach.status == "not fired":
                 whys.insert(0, reach.why_not())
         if whys:
@@ -312,16 +313,8 @@ class Case:
         return True, reach.status if reach is not None else "unknown"
 
     def _refuse(self, where: str, why: str) -> tuple[bool, str]:
-        self.refused.append(f"{_short(where)}: {why}")
+        self.refused.append(f"{short_path(where)}: {why}")
         return False, why
-
-    def auto_changed(self, name: str) -> bool | None:
-        """SGLang set the field on its own: not asked, and a site fired (None: cannot tell)."""
-        if self.asked(name):
-            return False
-        if self.ev.tree is None:
-            return None
-        return bool(self.resolved_by(name))
 
     def origin(self, name: str) -> str:
         """Why the field has its value, in a few words, with the site that set it."""
@@ -338,14 +331,14 @@ class Case:
         if fired:
             site = fired[-1]
             rule = f" ({site.rule})" if site.rule else ""
-            return f"sglang set it at {_short(site.where)}{rule}"
+            return f"sglang set it at {short_path(site.where)}{rule}"
         if self.asked(name) is None:
             return "not known whether the launch asked for it (no launch command)"
         default = self.cli_defaults.get(name.split(".")[0])
         if default is None or not default.known or default.value == self.value(name):
             return "the default"
         exp = self.explain(name)
-        maybe = [_short(s.where) for s in (exp.sites if exp is not None else []) if s.status == "unknown"
+        maybe = [short_path(s.where) for s in (exp.sites if exp is not None else []) if s.status == "unknown"
                  and ("server_args" in s.file or "arg_groups" in s.file) and s.value_text == repr(self.value(name))]
         where = f"; the sites that can, with guards the log cannot decide: {', '.join(maybe[:3])}" if maybe else ""
         return f"not asked for and not the default ({default.value!r}): sglang set it{where}"
@@ -417,10 +410,6 @@ class Case:
             return gpu_profile(name)
         except KitError:
             return None
-
-
-def _short(where: str) -> str:
-    return where.removeprefix("sglang/")
 
 
 def _literal(text: str):

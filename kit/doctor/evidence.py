@@ -135,7 +135,7 @@ def from_files(
     elif package_dir or ev.version:
         say(f"reading the sglang {ev.version or ''} source".replace("  ", " "))
         try:
-            from kit.witness import source_tree
+            from kit.launch_file import source_tree
 
             ev.tree = source_tree(package_dir, None if package_dir else ev.version)
             ev.version = ev.tree.version or ev.version
@@ -703,7 +703,7 @@ def _no_model_config(ev: Evidence) -> str:
 def _baseline(ev: Evidence, path: str | None) -> None:
     if not path:
         return
-    from kit.witness import LaunchOptions, read_launch
+    from kit.launch_file import LaunchOptions, read_launch
 
     try:
         ev.baseline = read_launch(path, ev.tree, LaunchOptions(dryrun=False))
@@ -742,7 +742,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     launch command, environment and log, the GPUs of its host, and its own sglang source."""
     from kit.hardware import read_hardware
     from kit.server_args import decode_summary, effective_args, explicit_args, log_notices, parse_decode_stats
-    from kit.source import SourceTree
+    from kit.source import source_for_server
 
     say = progress or (lambda text: None)
     ev = Evidence(host.name, version=server.sglang_version, command=list(server.argv))
@@ -761,10 +761,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
         ev.problems.append(f"the environment of pid {server.pid} is not readable by this user; NCCL_/CUDA_ "
                            "variables are not checked (run as the server's user or root)")
     try:
-        ev.tree = tree if tree is not None else SourceTree.of_server(server)
-        if host.name != "local":
-            say("copying the server's sglang source to the local cache (once per version)")
-            ev.tree = ev.tree.snapshot()
+        ev.tree = source_for_server(server, tree=tree, progress=say)
         ev.version = ev.tree.version or ev.version
         ev.sources["source"] = f"{server.sglang_dir} on {host.name}"
         ev.explicit = explicit_args(server, ev.tree)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kit._text import short_path
 from kit.errors import KitError
 
 __all__ = ["FixCheck", "check_fixed_launch"]
@@ -74,7 +75,7 @@ def check_fixed_launch(case, findings, fixed_command: str | None) -> FixCheck | 
     except KitError as err:
         return FixCheck("unchecked", f"the startup checks were not read: {err.message}")
     read = f"{len(report.files)} file(s) of sglang {version}: " + ", ".join(
-        f.removeprefix("sglang/") for f in report.files[:4]) + (", ..." if len(report.files) > 4 else "")
+        short_path(f) for f in report.files[:4]) + (", ..." if len(report.files) > 4 else "")
     if report.refused:
         return FixCheck("refused", f"sglang {version} refuses it at startup: refused by "
                         + "; ".join(f"{c.where} (`{c.condition}` -> {c.message})" for c in report.refused[:3]),

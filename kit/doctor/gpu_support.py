@@ -30,6 +30,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from kit._text import short_path
+
 __all__ = ["ARCH_GPUS", "DATA", "MODELS", "attention_default", "gpu_lines", "main", "mine", "runs_on", "support"]
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "gpu_support.json"
@@ -93,7 +95,7 @@ def _registry(module: ast.Module) -> dict[str, tuple[str, int]]:
 
 
 def _module_path(dotted: str) -> str | None:
-    return dotted.replace(".", "/").removeprefix("sglang/") if dotted.startswith("sglang.") else None
+    return short_path(dotted.replace(".", "/")) if dotted.startswith("sglang.") else None
 
 
 def _class(tree, path: str, name: str, depth: int = 0):
@@ -293,7 +295,7 @@ def _attention_by_dry_run(version: str, progress=print) -> dict | None:
             if result.error is not None:
                 err = result.error
                 entry = {"refused": f"{err.type}: {err.message[:240]}", "kind": err.kind,
-                         "site": f"{err.file.removeprefix('sglang/')}:{err.line}" if err.line else None}
+                         "site": f"{short_path(err.file)}:{err.line}" if err.line else None}
             else:
                 chose = [c for c in result.changes if c.field == "attention_backend"]
                 last = chose[-1] if chose else None
@@ -344,7 +346,7 @@ def _releases() -> list[str]:
 
 
 def write(releases: list[str] | None = None, progress=print) -> dict:
-    from kit.witness import source_tree
+    from kit.launch_file import source_tree
 
     data = {"made_by": "python -m kit.doctor.gpu_support --write", "releases": {}}
     if releases and DATA.exists():  # --release: those are mined again, the others kept

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 
-from kit.errors import KitError
+from kit.errors import CommandTimeout, KitError
 
 __all__ = ["VersionGuess", "available_releases", "guess_version", "known_releases", "launch_options", "release_dates",
            "text_dates"]
@@ -159,8 +159,8 @@ def launch_options(texts: list[str]) -> list[str]:
 def _tables(releases: list[str]) -> dict[str, tuple]:
     """release -> (flag table, field names): from the table of releases (kit/data/releases.json), else, for a
     release it does not hold, from its source when that can be read."""
+    from kit.launch_file import source_tree
     from kit.server_args import defaults, flag_table
-    from kit.witness import source_tree
 
     from .releases import table_of
 
@@ -303,18 +303,18 @@ def _span(versions: list[str]) -> str:
 
 def _from_index() -> VersionGuess:
     """No source here at all: the newest release the package index lists (``pip index versions sglang``)."""
-    import subprocess
     import sys
 
-    argv = [sys.executable, "-m", "pip", "index", "versions", "sglang", "--disable-pip-version-check", "--no-input"]
+    from kit._proc import pip
+
     listed: list[str] = []
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = pip(["index", "versions", "sglang"], python=sys.executable, timeout=60)
         m = re.search(r"Available versions:\s*(.+)", proc.stdout)
         if proc.returncode == 0 and m:
             listed = sorted((v.strip() for v in m.group(1).split(",") if re.fullmatch(r"\d+\.\d+\.\d+(\.post\d+)?",
                                                                                     v.strip())), key=_key)
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, CommandTimeout):
         listed = []
     if not listed:
         return VersionGuess(None, "assumed", "no release's source is here and the package index could not be asked")
@@ -325,7 +325,7 @@ def _from_index() -> VersionGuess:
 def spans_within(fits: list[str]) -> list[str]:
     """What the rules read that differs between the releases of ``fits``, each with the releases
     where it changes: a known issue (kit/data/known_issues), a fast path's history
-    (kit/data/mechanism_history.yaml), the field that holds a setting (kit/data/lineage.yaml)."""
+    (kit/data/fast_path_history.yaml), the field that holds a setting (kit/data/lineage.yaml)."""
     from kit._data import DATA, load_yaml
     from kit.server_args import lineage_data
 
@@ -342,7 +342,7 @@ def spans_within(fits: list[str]) -> list[str]:
         shown = ", ".join(changing[:5]) + (f" and {len(changing) - 5} more" if len(changing) > 5 else "")
         out.append(f"{len(changing)} known issue(s) affect some of these releases and not others ({shown}; "
                    "sgl-kit known-issues --sglang V lists them for one release)")
-    for mechanism, entries in (load_yaml(DATA / "mechanism_history.yaml") or {}).items():
+    for fast_path, entries in (load_yaml(DATA / "fast_path_history.yaml") or {}).items():
         by_when: dict[str, list[str]] = {}
         for entry in entries or []:
             if isinstance(entry, dict) and entry.get("versions"):
@@ -350,8 +350,8 @@ def spans_within(fits: list[str]) -> list[str]:
         for when, specs in by_when.items():
             at = flips(specs)
             if at:
-                out.append(f"what {mechanism} does {'with ' + when + ' ' if when else ''}decoding changes at "
-                           f"{', '.join(at)} (the first release that fits with each change; kit/data/mechanism_history.yaml)")
+                out.append(f"what {fast_path} does {'with ' + when + ' ' if when else ''}decoding changes at "
+                           f"{', '.join(at)} (the first release that fits with each change; kit/data/fast_path_history.yaml)")
     for setting, body in (lineage_data().get("settings") or {}).items():
         at = flips([e["versions"] for e in body.get("eras") or []])
         if at:

@@ -23,11 +23,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
 
 from kit._data import DATA, load_yaml
-from kit.errors import KitError
+from kit._versions import parse as parse_version
+from kit._versions import specifier
+from kit.errors import DataFileError, KitError, UsageError
 
 __all__ = ["AREAS", "CONFIDENCE", "DIRECTORY", "SYMPTOM_METRICS", "TRIGGER_KEYS", "Check", "Match",
            "evidence_for", "first_source", "gpu_facts", "gpu_named", "impact_share", "int_range", "load", "match", "release",
@@ -155,8 +156,8 @@ def _load(directory: str) -> tuple[dict, ...]:
     for path in sorted(Path(directory).glob("*.yaml")):
         data = load_yaml(path)
         if not isinstance(data, dict) or not isinstance(data.get("known_issues"), list):
-            raise KitError(f"{path}: no `known_issues:` list at the top",
-                           hint="each file of kit/data/known_issues holds `known_issues:` and a list of entries")
+            raise DataFileError(f"{path}: no `known_issues:` list at the top",
+                                hint="each file of kit/data/known_issues holds `known_issues:` and a list of entries")
         for entry in data["known_issues"]:
             out.append({**entry, "_file": path.name} if isinstance(entry, dict) else {"_file": path.name,
                                                                                     "_bad": entry})
@@ -218,7 +219,7 @@ def _check_fixed(entry: dict, affected: SpecifierSet | None) -> list[str]:
             p.append("fixed_in is 'unfixed' but fixed_basis is not 'unfixed: ...'")
     elif release_or_none(fixed) is None:
         p.append(f"fixed_in {fixed!r} is neither a release nor 'unfixed'")
-    elif affected is not None and Version(str(fixed)) in affected:
+    elif affected is not None and parse_version(str(fixed)) in affected:
         p.append(f"fixed_in {fixed} is inside affected {entry.get('affected')}")
     if kind == "wheel":
         check = entry.get("fixed_check")
@@ -248,13 +249,13 @@ def _check_introduced(check: Any, intro: str, affected: SpecifierSet | None) -> 
     for key, rel in having:
         if (version := release_or_none(rel)) is None:
             p.append(f"introduced_check.{key} {rel!r} is not a release")
-        elif affected is not None and Version(version) not in affected:
+        elif affected is not None and parse_version(version) not in affected:
             p.append(f"introduced_check.{key} {rel} has the line but is outside affected {affected}")
     if "absent_in" in check:
         absent = release_or_none(str(check["absent_in"]).split(" (")[0])
         if absent is None:
             p.append(f"introduced_check.absent_in {check['absent_in']!r} is not a release (a note in parentheses)")
-        elif affected is not None and Version(absent) in affected:
+        elif affected is not None and parse_version(absent) in affected:
             p.append(f"introduced_check.absent_in {absent} lacks the line but is inside affected {affected}")
     return p
 
@@ -291,7 +292,7 @@ def _check_fix(entry: dict) -> list[str]:
     if upgrade is not None and release_or_none(upgrade) is None:
         p.append(f"fix.upgrade_to {upgrade!r} is not a release")
     elif upgrade is not None and entry.get("fixed_in") not in (None, "unfixed") and release_or_none(
-            entry.get("fixed_in")) is not None and Version(str(upgrade)) < Version(str(entry["fixed_in"])):
+            entry.get("fixed_in")) is not None and parse_version(str(upgrade)) < parse_version(str(entry["fixed_in"])):
         p.append(f"fix.upgrade_to {upgrade} is before fixed_in {entry['fixed_in']}")
     workaround = fix.get("workaround") or []
     if not isinstance(workaround, list) or not all(isinstance(w, str) for w in workaround):
@@ -335,30 +336,23 @@ def release_or_none(text: Any) -> str | None:
     value = str(text or "").strip().removeprefix("v")
     if not _RELEASE.match(value):
         return None
-    try:
-        return str(Version(value))
-    except InvalidVersion:
-        return None
+    parsed = parse_version(value)
+    return str(parsed) if parsed is not None else None
 
 
 def release(text: str, option: str = "--sglang") -> str:
-    """A release number, or a KitError naming what was tried."""
+    """A release number, or a UsageError naming what was tried."""
     found = release_or_none(text)
     if found is None:
-        raise KitError(f"{option} {text!r} is not an sglang release: tried it as a release number X.Y.Z "
-                       "(with .postN or rcN), as PyPI names sglang's releases",
-                       hint="give the release the server runs, e.g. 0.5.9 (`pip show sglang`, or `python -m "
-                            "sglang.check_env` on the server)")
+        raise UsageError(f"{option} {text!r} is not an sglang release: tried it as a release number X.Y.Z "
+                         "(with .postN or rcN), as PyPI names sglang's releases",
+                         hint="give the release the server runs, e.g. 0.5.9 (`pip show sglang`, or `python -m "
+                              "sglang.check_env` on the server)")
     return found
 
 
 def _spec(text: Any) -> SpecifierSet | None:
-    if not isinstance(text, str) or not text.strip():
-        return None
-    try:
-        return SpecifierSet(text, prereleases=True)
-    except InvalidSpecifier:
-        return None
+    return specifier(text) if isinstance(text, str) else None  # kit._versions: one parse of each range
 
 
 def int_range(value: Any) -> SpecifierSet | None:
@@ -366,10 +360,10 @@ def int_range(value: Any) -> SpecifierSet | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return SpecifierSet(f"=={value}")
+        return specifier(f"=={value}")
     text = str(value).replace(" ", "")
     if re.fullmatch(r"\d+", text):
-        return SpecifierSet(f"=={text}")
+        return specifier(f"=={text}")
     if not re.fullmatch(r"(?:(?:==|!=|>=|<=|>|<)\d+)(?:,(?:==|!=|>=|<=|>|<)\d+)*", text):
         return None
     return _spec(text)
@@ -433,7 +427,7 @@ def _release(entry: dict, case) -> Check:
         if not fits:
             return Check("release", "unknown", f"sglang {version} is {basis}, and no release here fits the evidence",
                          NEEDS["release"])
-        inside = [r for r in fits if Version(r) in spec]
+        inside = [r for r in fits if parse_version(r) in spec]
         span = fits[0] if len(fits) == 1 else f"{fits[0]}-{fits[-1]}"
         if len(inside) == len(fits):
             return Check("release", "held", f"every release that fits the evidence ({span}, {basis}) is in {affected}")
@@ -441,10 +435,10 @@ def _release(entry: dict, case) -> Check:
             return Check("release", "not held", f"no release that fits the evidence ({span}, {basis}) is in {affected}")
         return Check("release", "unknown", f"of the releases that fit the evidence ({span}, {basis}), "
                      f"{inside[0]}-{inside[-1]} are in {affected} and the others are not", NEEDS["release"])
-    try:
-        inside = spec is not None and Version(version) in spec
-    except InvalidVersion:
+    parsed = parse_version(version)
+    if parsed is None:
         return Check("release", "unknown", f"sglang {version!r} ({how}) is not a release number", NEEDS["release"])
+    inside = spec is not None and parsed in spec
     return Check("release", "held" if inside else "not held",
                  f"sglang {version} ({how}) is {'in' if inside else 'outside'} {affected}")
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from packaging.version import Version
+from kit._text import wrap
+from kit._versions import key as version_key
 
 from .known_issues import AREAS, Match, first_source, gpu_facts, load, match, release_or_none
 
@@ -60,26 +61,23 @@ class Report:
 
     def upgrade_lines(self, width: int = 110) -> list[str]:
         """What the upgrade fixes and brings, as `sgl-kit upgrade-diff` prints it after its settings."""
-        import textwrap
-
-        def wrap(text: str) -> str:
-            return "\n".join(textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="      ",
-                                           break_long_words=False, break_on_hyphens=False))
+        def item(text: str) -> str:  # indented as the settings above it
+            return wrap(text, width, "  ", "      ")
 
         out = []
         if self.hardware and self.hardware_after:
             for version, lines in ((self.version, self.hardware), (self.upgrade_to, self.hardware_after)):
                 out += ["", f"SGLANG {version} ON THIS GPU (its source and the GPU's data)"]
-                out += [wrap(line) for line in lines if version == self.version
+                out += [item(line) for line in lines if version == self.version
                         or not line.startswith(("tensor formats", "links"))]
         for title, items in ((f"KNOWN ISSUES FIXED BY THE UPGRADE ({len(self.fixes)})", self.fixes),
                              (f"KNOWN ISSUES THE UPGRADE BRINGS ({len(self.brings)})", self.brings)):
             out += ["", title]
-            out += [wrap(f"{m.id} [{m.status}]: {str(m.entry.get('title', '')).strip()} ({first_source(m.entry)})"
+            out += [item(f"{m.id} [{m.status}]: {str(m.entry.get('title', '')).strip()} ({first_source(m.entry)})"
                          + (f"; only with {m.entry['workload']}" if m.entry.get("workload") else ""))
                     for m in items] or ["  (none)"]
         if self.fixes or self.brings:
-            out.append(wrap("[partial]: a key of its trigger is unknown here (the GPU, the model): `sgl-kit known-issues "
+            out.append(item("[partial]: a key of its trigger is unknown here (the GPU, the model): `sgl-kit known-issues "
                             f"--sglang {self.version} --upgrade-to {self.upgrade_to}` with --gpu and --model says what "
                             "each needs"))
         return out
@@ -223,7 +221,7 @@ _BANDS = (("0.3.x", "0.3", "0.4"), ("0.4.x", "0.4", "0.5"), ("0.5.0-0.5.9", "0.5
 def _first_affected(entry: dict) -> str | None:
     """The lowest release ``affected`` names with >= or ==, or None (an open lower end: "<0.3.6")."""
     found = [r for op, r in re.findall(r"(>=|==|>)\s*([\d][\w.]*)", str(entry.get("affected") or ""))]
-    return min(found, key=Version) if found else None
+    return min(found, key=version_key) if found else None
 
 
 def coverage_table(entries: list[dict] | None = None) -> str:
@@ -235,7 +233,7 @@ def coverage_table(entries: list[dict] | None = None) -> str:
         first = _first_affected(entry)
         if first is None:
             return "open lower end"
-        return next(name for name, lo, hi in _BANDS if Version(lo) <= Version(first) < Version(hi))
+        return next(name for name, lo, hi in _BANDS if version_key(lo) <= version_key(first) < version_key(hi))
 
     rows = ["| first affected | " + " | ".join(AREAS) + " | all |", "| --- |" + " --- |" * (len(AREAS) + 1)]
     for b in bands:
@@ -252,10 +250,10 @@ def recent_table(n: int = 20, entries: list[dict] | None = None) -> str:
     unfixed), as a markdown table."""
     entries = load() if entries is None else entries
 
-    def newest(entry: dict) -> Version:
+    def newest(entry: dict) -> tuple:
         fixed = release_or_none(entry.get("fixed_in"))
         first = _first_affected(entry)
-        return Version(fixed or first or "0")
+        return version_key(fixed or first or "0")
 
     rows = ["| id | area | affected | fixed in | confidence |", "| --- | --- | --- | --- | --- |"]
     for e in sorted(entries, key=lambda e: (newest(e), e["id"]), reverse=True)[:n]:

@@ -22,6 +22,7 @@ import ast
 import shlex
 from dataclasses import dataclass
 
+from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
@@ -130,7 +131,7 @@ def _forced(case: Case, a: Finding, field: str, target) -> list[_Forced]:
         value = _literal(site.value_text)
         if value is _NO or value == target or any(_reads(g.text, field) for g in site.guards):
             continue
-        where = site.where.removeprefix("sglang/")
+        where = short_path(site.where)
         status, reason = write_status(case.ev.tree, where, values, case.ev.model_config)
         if status == "fired":
             return [_Forced(field, site.value_text, where, _condition(site), "read statically", True)]

@@ -25,7 +25,7 @@ from datetime import date
 from functools import lru_cache
 
 from kit._data import DATA
-from kit.errors import KitError
+from kit.errors import DataFileError, KitError
 
 __all__ = ["INDEX_URL", "Release", "releases", "table_of"]
 
@@ -50,12 +50,12 @@ def _key(version: str):
 
 @lru_cache(maxsize=1)
 def releases() -> dict[str, Release]:
-    """The table, oldest first. Raises KitError when the file is missing or unreadable (a broken install)."""
+    """The table, oldest first. Raises DataFileError when the file is missing or unreadable (a broken install)."""
     try:
         data = json.loads(PATH.read_text())
     except (OSError, ValueError) as err:
-        raise KitError(f"the table of sglang releases ({PATH}) could not be read: {err}",
-                       hint="reinstall the kit, or make it again with `python -m kit.doctor.releases --write`") from err
+        raise DataFileError(f"the table of sglang releases ({PATH}) could not be read: {err}",
+                            hint="reinstall the kit, or make it again with `python -m kit.doctor.releases --write`") from err
     out: dict[str, Release] = {}
     flags: set[str] = set()
     fields: set[str] = set()
@@ -92,8 +92,8 @@ def _index(timeout: float = 60) -> dict[str, date]:
         with urllib.request.urlopen(INDEX_URL, timeout=timeout) as resp:  # noqa: S310 - a fixed https URL
             data = json.load(resp)
     except (OSError, ValueError) as err:
-        raise KitError(f"the package index could not be read ({INDEX_URL}): {err}",
-                       hint="this needs the network to pypi.org; the committed table stays as it is") from err
+        raise DataFileError(f"the package index could not be read ({INDEX_URL}): {err}",
+                            hint="this needs the network to pypi.org; the committed table stays as it is") from err
     out = {}
     for version, files in (data.get("releases") or {}).items():
         try:
@@ -109,8 +109,8 @@ def _index(timeout: float = 60) -> dict[str, date]:
 
 def _read(version: str) -> tuple[set[str], set[str]]:
     """The flags and fields of one release, read from its wheel's source (downloaded once)."""
+    from kit.launch_file import source_tree
     from kit.server_args import defaults, flag_table
-    from kit.witness import source_tree
 
     tree = source_tree(None, version)
     table = flag_table(tree)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit._text import plain, short_path
 from kit.errors import KitError
 
 __all__ = ["MAX_PASSES", "Change", "Resolution", "resolve", "static_resolution"]
@@ -61,7 +62,7 @@ class Change:
         return text + (f"; needs: {self.needs}" if self.needs else "")
 
     def to_dict(self) -> dict:
-        return {k: _plain(v) for k, v in asdict(self).items()}
+        return {k: plain(v) for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -194,7 +195,7 @@ def from_dry_run(result, explicit: dict, version: str | None) -> Resolution:
         msgs = c.get("messages") or []
         res.changes.append(Change(
             name, explicit.get(name), initial.get(name, c.get("before")), c.get("after"),
-            c.get("where") or f"{str(c.get('file', '')).removeprefix('sglang/')}:{c.get('line')}",
+            c.get("where") or f"{short_path(str(c.get('file', '')))}:{c.get('line')}",
             function=c.get("function", ""), how="dry-run", was_asked=name in explicit,
             message=(msgs[0].get("message", "") if msgs and isinstance(msgs[0], dict) else "")))
     return res
@@ -406,7 +407,7 @@ def _walk_field(name, found, ev, cache, start, explicit, launch_defaults, explai
                 continue
             value, _notes = compute() if compute is not None else (unknown(name, "not evaluated"), [])
             open_value = value is None and write.value is None or has_unknown(value)
-            where = site.where.removeprefix("sglang/")
+            where = short_path(site.where)
             guard = " and ".join(g.condition for g in site.guards if g.kind != "caller" or g.passes is not True)
             base = dict(field=name, asked=explicit.get(name), default=launch_defaults.get(name),
                         site=where, rule=site.rule, function=site.function, guard=guard, was_asked=name in explicit)
@@ -589,13 +590,3 @@ def _same(a, b) -> bool:
         return a == b or (str(a) == str(b) and type(a) is type(b))
     except Exception:  # noqa: BLE001
         return False
-
-
-def _plain(value):
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return repr(value)

@@ -30,9 +30,10 @@ line (its callers' in any module included), or a literal written that is not the
 from __future__ import annotations
 
 import shlex
-import textwrap
 from dataclasses import dataclass, field
 from typing import Any
+
+from kit._text import wrap
 
 __all__ = ["BASES", "Change", "Diagnosis", "Finding", "Impact", "METRICS", "PARTS", "SCHEMA_VERSION"]
 
@@ -276,48 +277,48 @@ class Diagnosis:
         guessed = self.sources.get("version_basis") in ("inferred", "assumed")
         source = " (assumed)" if guessed else (
             f" ({told})" if told and told != "--sglang" and not told.startswith("the log") else "")
-        out = [_wrap(f"sgl-kit doctor: {self.target}, sglang {self.version or '(version unknown)'}{source}: "
+        out = [wrap(f"sgl-kit doctor: {self.target}, sglang {self.version or '(version unknown)'}{source}: "
                      f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''} from "
                      f"{len(self.checked)} rules", width, "", "  ")]
         if guessed:  # the version every version-dependent answer below rests on: said before anything else
-            out.append(_wrap(told + "; give --sglang VERSION for the release the server runs", width, "", "  "))
+            out.append(wrap(told + "; give --sglang VERSION for the release the server runs", width, "", "  "))
         model = self.sources.get("model_config", "")
         if model.startswith("the kit's catalog"):  # a config.json not from this server: said as plainly
-            out.append(_wrap(f"model config.json from {model}, not from the server; --model-config FILE gives the "
+            out.append(wrap(f"model config.json from {model}, not from the server; --model-config FILE gives the "
                              "server's own", width, "", "  "))
         resolved = self.sources.get("resolution")
         if resolved:
-            out.append(_wrap(resolved, width, "", "  "))
+            out.append(wrap(resolved, width, "", "  "))
         if self.problems:  # first: what could not be read bounds everything below it
-            out += ["", "could not read everything:"] + [_wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
+            out += ["", "could not read everything:"] + [wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
         if self.ordering:
-            out.append(_wrap(f"({self.ordering})", width, "", " "))
+            out.append(wrap(f"({self.ordering})", width, "", " "))
         for n, f in enumerate(self.findings, 1):
             out.append("")
-            out.append(_wrap(f"{n}. [{f.id}] {f.title}", width, "", "   "))
-            out.append(_wrap(f"affects: {', '.join(f.affects)}", width, "   ", "     "))
-            out.append(_wrap(f"impact: {f.estimate.text()}", width, "   ", "     "))
+            out.append(wrap(f"{n}. [{f.id}] {f.title}", width, "", "   "))
+            out.append(wrap(f"affects: {', '.join(f.affects)}", width, "   ", "     "))
+            out.append(wrap(f"impact: {f.estimate.text()}", width, "   ", "     "))
             for line in f.evidence:
-                out.append(_wrap(f"- {line}", width, "   ", "     "))
+                out.append(wrap(f"- {line}", width, "   ", "     "))
             if f.sites:
-                out.append(_wrap("source: " + ", ".join(f.sites), width, "   ", "     "))
+                out.append(wrap("source: " + ", ".join(f.sites), width, "   ", "     "))
             for line in f.dropped:
-                out.append(_wrap(f"not the cause here: {line}", width, "   ", "     "))
+                out.append(wrap(f"not the cause here: {line}", width, "   ", "     "))
             for line in f.fix:
-                out.append(_wrap(f"fix: {line}", width, "   ", "     "))
+                out.append(wrap(f"fix: {line}", width, "   ", "     "))
             for line in f.avoid:
-                out.append(_wrap(f"do not: {line}", width, "   ", "     "))
+                out.append(wrap(f"do not: {line}", width, "   ", "     "))
             for change, why in f.checks:
-                out.append(_wrap(f"check: {change} is predicted to change nothing here ({why}); measure it to "
+                out.append(wrap(f"check: {change} is predicted to change nothing here ({why}); measure it to "
                                  "confirm, as notebook 04 does", width, "   ", "     "))
         if self.set_aside:
             out += ["", "set aside (moot given another finding; not ranked):"]
-            out += [_wrap(f"- {n}", width, "  ", "    ") for n in self.set_aside]
+            out += [wrap(f"- {n}", width, "  ", "    ") for n in self.set_aside]
         for f in self.context:
             out += ["", f"{f.title} (context, not ranked as a cause) [{f.id}]:"]
-            out += [_wrap(f"- {line}", width, "  ", "    ") for line in f.evidence]
-            out += [_wrap(f"source: {', '.join(f.sites)}", width, "  ", "    ")] if f.sites else []
-            out += [_wrap(f"to keep what the launch asked: {line}", width, "  ", "    ") for line in f.fix]
+            out += [wrap(f"- {line}", width, "  ", "    ") for line in f.evidence]
+            out += [wrap(f"source: {', '.join(f.sites)}", width, "  ", "    ")] if f.sites else []
+            out += [wrap(f"to keep what the launch asked: {line}", width, "  ", "    ") for line in f.fix]
         if not self.findings and not self.unanswered:
             out.append("\nno rule found throughput left on the table.")
         elif not self.findings:
@@ -325,28 +326,28 @@ class Diagnosis:
         if self.unanswered:
             out += ([""] if self.findings else []) + (["questions left open (the evidence that would answer each):"]
                                                       if self.findings else [])
-            out += [_wrap(f"- {q}", width, "  ", "    ") for q in self.unanswered]
+            out += [wrap(f"- {q}", width, "  ", "    ") for q in self.unanswered]
         check = self.fix_check
         if self.fixed_command and check is not None and check.status in ("refused", "may be refused"):
-            out += ["", _wrap(f"the launch with every fix is not offered: {check.detail}; apply the fixes one at "
+            out += ["", wrap(f"the launch with every fix is not offered: {check.detail}; apply the fixes one at "
                               "a time", width, "", "  ")]
         elif self.fixed_command and self.findings and not self.launch_changed:
             out += ["", "no change to the launch: no finding changes a flag or the environment"]
         elif self.fixed_command and self.launch_changed:
-            out += ["", "the launch with every fix:", _wrap(self.fixed_command, width, "  ", "    ")]
+            out += ["", "the launch with every fix:", wrap(self.fixed_command, width, "  ", "    ")]
             if check is not None:
-                out.append(_wrap(f"({check.status}: {check.detail})", width, "  ", "    "))
+                out.append(wrap(f"({check.status}: {check.detail})", width, "  ", "    "))
         out += ["", "hardware: " + _hardware_line(self.hardware)]
         if self.roofline is not None:
             out.append(_indent(self.roofline.to_text(), "  ") if hasattr(self.roofline, "to_text") else "")
         own, known = self.own_questions, self.known_issue_questions
         if own:
-            out += ["", "what else to check:"] + [_wrap(f"- {q}", width, "  ", "    ") for q in own]
+            out += ["", "what else to check:"] + [wrap(f"- {q}", width, "  ", "    ") for q in own]
         if known:
             out += ["", f"known issues of this release that may apply ({len(known)}; what holds, and what would "
-                        "decide each):"] + [_wrap(f"- {q}", width, "  ", "    ") for q in known]
+                        "decide each):"] + [wrap(f"- {q}", width, "  ", "    ") for q in known]
         if self.skipped:
-            out += ["", "rules not checked:"] + [_wrap(f"- {i}: {why}", width, "  ", "    ")
+            out += ["", "rules not checked:"] + [wrap(f"- {i}: {why}", width, "  ", "    ")
                                                    for i, why in self.skipped]
         from kit.report.redaction import masked_note, redact
 
@@ -416,11 +417,6 @@ def _hardware_line(hw) -> str:
         links = "; links " + ", ".join(f"{k} {v}" for k, v in list(pairs.items())[:6])
     note = f" ({hw.note})" if hw.note else ""
     return f"{len(hw.gpus)}x {hw.gpu_name or 'mixed'}{links}{note}"
-
-
-def _wrap(text: str, width: int, first: str, rest: str) -> str:
-    return "\n".join(textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
-                                   break_long_words=False, break_on_hyphens=False)) or first
 
 
 def _indent(text: str, prefix: str) -> str:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..dryrun import GpuProfile, UnknownGPU, gpu_profile
-from ..errors import KitError, ModelConfigError
+from ..errors import ModelConfigError, UsageError
 from ..model_config import load_model_config
 
 __all__ = ["ModelSize", "Roofline", "model_size", "roofline"]
@@ -427,23 +427,23 @@ def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int | None
     model's ``draft_config``, else the target's MTP fields), and ``accept_length`` is the measured
     tokens per round (None: not measured; the ceiling is then given per accept length only).
     Never raises for an unknown GPU or a config without sizes: the ceiling is then None and
-    ``note`` says why. Raises KitError for a tp, accept length or context that makes no sense.
+    ``note`` says why. Raises UsageError for a tp, accept length or context that makes no sense.
     """
     if tp is not None and (not isinstance(tp, int) or tp < 1):
-        raise KitError(f"tp must be a positive integer, not {tp!r}", hint="tp is the server's tensor-parallel size (its launch command's --tp-size)")
+        raise UsageError(f"tp must be a positive integer, not {tp!r}", hint="tp is the server's tensor-parallel size (its launch command's --tp-size)")
     spec_unknown = speculative_steps is None  # the evidence does not tell whether it runs
     steps = int(speculative_steps or 0)
     if steps < 0:
-        raise KitError(f"speculative_steps must be zero or more, not {speculative_steps!r}",
-                       hint="the server's --speculative-num-steps (0 without speculative decoding)")
+        raise UsageError(f"speculative_steps must be zero or more, not {speculative_steps!r}",
+                         hint="the server's --speculative-num-steps (0 without speculative decoding)")
     if accept_length is None and not steps:
         accept_length = 1.0
     if accept_length is not None and accept_length <= 0:
-        raise KitError(f"accept_length must be positive, not {accept_length!r}",
-                       hint="1.0 without speculative decoding; else the server's measured accept length, or None")
+        raise UsageError(f"accept_length must be positive, not {accept_length!r}",
+                         hint="1.0 without speculative decoding; else the server's measured accept length, or None")
     if context_tokens < 0:
-        raise KitError(f"context_tokens must be zero or more, not {context_tokens!r}",
-                       hint="the tokens already in the context while decoding")
+        raise UsageError(f"context_tokens must be zero or more, not {context_tokens!r}",
+                         hint="the tokens already in the context while decoding")
     notes, size, profile = [], None, None
     if config is None:
         notes.append("no model config.json given, so no bytes per step: pass the model's config.json")

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kit._text import short_path
 from kit._versions import in_range
 
 from .case import Case
@@ -151,7 +152,7 @@ def resolution_sites(case: Case, name: str) -> list:
 
 
 def where(sites) -> list[str]:
-    return [s.where.removeprefix("sglang/") for s in sites]
+    return [short_path(s.where) for s in sites]
 
 
 def version_in(version: str | None, spec: str) -> bool:

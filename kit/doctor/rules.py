@@ -8,6 +8,7 @@ there is no defensible number it says "not estimated", and what would let it est
 
 from __future__ import annotations
 
+from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
@@ -56,12 +57,12 @@ def _prefill_off(case: Case) -> list[str] | None:
     arch = ((case.ev.model_config or {}).get("architectures") or ["\0"])[0]
     for s in (s for s in chain if s.fired):
         why = [e for e in s.evidence if arch in e]
-        out.append(f"rule '{s.rule}' fired at {s.where.removeprefix('sglang/')}: "
+        out.append(f"rule '{s.rule}' fired at {short_path(s.where)}: "
                    f"`{s.guards[-1].condition if s.guards else s.value_text}`" + (f" ({why[0]})" if why else ""))
     rest = [f"{s.rule} ({s.status})" for s in chain if not s.fired]
     if rest:
         out.append("the other rules of the chain, in order: " + "; ".join(rest))
-    from .mechanism import chain as gate_chain
+    from .fast_paths import chain as gate_chain
 
     restored = gate_chain(case, "prefill-graph", restored=True)
     if restored is not None and restored.blocking is not None:
@@ -91,11 +92,11 @@ def _reads_config(site) -> bool:
 
 def _prefill_impact(case: Case) -> Impact:
     """Whether the prefill graph would run for this launch if it were on is read from this version's
-    source (kit.doctor.mechanism, kit.provenance.gates): every refusal of its setup and of its per-batch
+    source (kit.doctor.fast_paths, kit.provenance.gates): every refusal of its setup and of its per-batch
     gate, evaluated against the launch with the switch flipped. A refusal that holds for every request
     makes the fix worth nothing here, read from the source; otherwise its gain on time to first token is
     not estimated, and the measurement that would tell is named."""
-    from .mechanism import chain
+    from .fast_paths import chain
 
     restored = chain(case, "prefill-graph", restored=True)
     ttft = (case.ev.bench or {}).get("ttft_ms")
@@ -128,7 +129,7 @@ def _prefill_impact(case: Case) -> Impact:
 def _prefill_fix(case: Case) -> Fix:
     from kit.provenance import escapes
 
-    from .mechanism import chain as gate_chain
+    from .fast_paths import chain as gate_chain
 
     name = _prefill_field(case)
     changes, advice, avoid = [], [], []
@@ -186,7 +187,7 @@ def _prefill_checks(case: Case) -> list[tuple[Change, str]]:
     """The switch back on, when the source says the graph would not replay: a prediction to measure."""
     from kit.provenance import escapes
 
-    from .mechanism import chain as gate_chain
+    from .fast_paths import chain as gate_chain
 
     restored = gate_chain(case, "prefill-graph", restored=True)
     name = _prefill_field(case)
@@ -213,12 +214,12 @@ def _escape_risk(case: Case, escape, chain) -> str:
 
 
 def _prefill_later(case: Case) -> list[str]:
-    """What later releases of sglang do with this refusal, from kit/data/mechanism_history.yaml."""
+    """What later releases of sglang do with this refusal, from kit/data/fast_path_history.yaml."""
     from kit._data import DATA, load_yaml
 
     from .rulebase import version_in
 
-    history = (load_yaml(DATA / "mechanism_history.yaml") or {}).get("prefill-graph") or []
+    history = (load_yaml(DATA / "fast_path_history.yaml") or {}).get("prefill-graph") or []
     algo = str(case.value("speculative_algorithm") or "").upper()
     out = []
     for entry in history:
@@ -235,14 +236,12 @@ def _prefill_later(case: Case) -> list[str]:
 
 
 def _later_than(spec: str, version: str | None) -> bool:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    """Whether every release of ``spec`` comes after ``version`` (its lower bounds are all above it)."""
+    from kit._versions import parse, specifier
 
-    try:
-        low = [Version(s.version) for s in SpecifierSet(spec) if s.operator in (">=", ">")]
-        return bool(low) and version is not None and min(low) > Version(version)
-    except (InvalidVersion, ValueError):
-        return False
+    spec_set, here = specifier(spec), parse(version)
+    low = [parse(s.version) for s in spec_set or () if s.operator in (">=", ">")]
+    return bool(low) and here is not None and None not in low and min(low) > here
 
 
 rule(Rule(
@@ -596,7 +595,7 @@ rule(Rule(
     uses=("command", "model_config", "source", "version")))
 
 
-def _max_running_48(case: Case) -> list[str] | None:
+def _speculative_cap(case: Case) -> list[str] | None:
     if not case.speculative or case.value("max_running_requests") != 48 or case.asked("max_running_requests"):
         return None
     sites = _resolution_sites(case, "max_running_requests")
@@ -612,9 +611,9 @@ def _max_running_48(case: Case) -> list[str] | None:
 
 
 rule(Rule(
-    "max-running-requests-48", "Speculative decoding capped concurrent requests at 48", ">=0.5",
+    "speculative-capped-running-requests", "Speculative decoding capped concurrent requests at 48", ">=0.5",
     ("args",),
-    when=_max_running_48,
+    when=_speculative_cap,
     impact=lambda case: _queue_impact(case, 48),
     affects=("queueing",), covers=lambda case: {"max_running_requests"},
     fix=lambda case: ([], [f"if you serve more than 48 streams at once, set "
@@ -765,7 +764,7 @@ def _vlm_factor(case: Case) -> tuple[float | None, str]:
             why = err.message
     if snippet is None:
         return None, f"adjust_mem_fraction_for_vlm not read: {why}"
-    path = snippet.path.removeprefix("sglang/")
+    path = short_path(snippet.path)
     where = f"{path}:{snippet.start}-{snippet.end}"
     tree = ast.parse(textwrap.dedent(snippet.text))
     consts, reads, clamp, score = {}, {}, None, None

@@ -117,7 +117,7 @@ def _p2p_statuses(case: Case) -> set[str]:
 
 def _with_p2p(case: Case):
     """sglang's custom all-reduce chain on this machine with peer access working (and the flag off)."""
-    from .mechanism import chain
+    from .fast_paths import chain
 
     return chain(case, "custom-all-reduce", changes={"disable_custom_all_reduce": False}, facts={"p2p": True})
 
@@ -172,7 +172,7 @@ def _custom_ar_off(case: Case) -> list[str] | None:
 
 
 def _without_flag(case: Case):
-    from .mechanism import chain
+    from .fast_paths import chain
 
     return chain(case, "custom-all-reduce", changes={"disable_custom_all_reduce": False})
 
@@ -230,7 +230,7 @@ def _ar_buys_nothing(case: Case, after, how: str) -> Impact:
 
 
 def _links(case: Case) -> str:
-    from .mechanism import machine_facts
+    from .fast_paths import machine_facts
 
     facts = machine_facts(case)
     nv = {True: "NVLink between every pair", False: "not NVLink between every pair", None: "links not read"}
@@ -293,7 +293,7 @@ def _allreduce_impact(case: Case, why: str) -> Impact:
 def _p2p_check_site(case: Case) -> list[str]:
     """Where this version's custom all-reduce turns itself off without P2P: the check of its gate chain
     whose message names P2P (read from the source, whatever the string literals are split into)."""
-    from .mechanism import chain
+    from .fast_paths import chain
 
     found = chain(case, "custom-all-reduce", changes={"disable_custom_all_reduce": False})
     steps = [s for s in (found.steps if found is not None else []) if "P2P" in s.message or "p2p" in s.text]
@@ -357,11 +357,10 @@ def baseline_rows(case: Case) -> list:
     """The launch_diff rows of baseline -> this server that no other rule speaks of."""
     if case.ev.baseline is None or not case.ev.args:
         return []
-    from kit.server_args import LaunchSide, cli_defaults, launch_diff
+    from kit.server_args import LaunchSide, launch_diff
 
-    defaults = cli_defaults(case.ev.tree) if case.ev.tree is not None else None
     mine = LaunchSide("this server", "log", case.ev.args, "the server", explicit=case.ev.explicit,
-                      defaults=defaults)
+                      defaults=case.cli_defaults or None)
     diff = launch_diff(case.ev.baseline, mine)
     rows = [r for r in diff.shown if r.flag.split(".")[0] not in _NOT_PERFORMANCE | case.covered
             and not (r.flag in _workarounds(case) and r.b is True)]

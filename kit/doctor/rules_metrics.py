@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
@@ -152,7 +153,7 @@ def _said(fact: dict, numbers: str) -> str:
 
 
 def _decl_site(fact: dict | None) -> list[str]:
-    return [fact["site"].removeprefix("sglang/")] if fact and fact.get("site") else []
+    return [short_path(fact["site"])] if fact and fact.get("site") else []
 
 
 def _src_site(case: Case, text: str, under: str = "observability/") -> list[str]:
@@ -163,7 +164,7 @@ def _src_site(case: Case, text: str, under: str = "observability/") -> list[str]
         found = case.ev.tree.grep(text, fixed=True, max_matches=10)
     except KitError:
         return []
-    return [f"{m.path.removeprefix('sglang/')}:{m.line}" for m in found if under in m.path][:1]
+    return [f"{short_path(m.path)}:{m.line}" for m in found if under in m.path][:1]
 
 
 def _peak_words(fact: dict, what: str) -> str:
@@ -541,7 +542,7 @@ def evidence_gaps(case: Case) -> list[str]:
             reasons = [_WHY_MISSING.get(key, ""), "only attention-TP rank 0 reports unless "
                        "--enable-metrics-for-all-schedulers"]
             why = f"{why}; it may be missing because: " + "; ".join(r for r in reasons if r)
-            site = f" (declared at {fact['site'].removeprefix('sglang/')})" if fact.get("site") else ""
+            site = f" (declared at {short_path(fact['site'])})" if fact.get("site") else ""
             why = why.replace("(not a zero)", f"{site} (not a zero)") if site else why
         out.append(f"{question} ({_window(facts)}): {fact.get('status')}: {why}")
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kit._text import clip, short_path
 from kit.errors import KitError
 
 from .case import Case
@@ -130,7 +131,7 @@ def _read_against_asked(case: Case, perf: dict, seen: set) -> list[_Item]:
         fired = case.resolved_by(name)
         site = fired[-1] if fired else None
         out.append(_Item(p, asked, True, case.value(name), case.cli_defaults.get(name),
-                         site.where.removeprefix("sglang/") if site else "", site.rule if site else "",
+                         short_path(site.where) if site else "", site.rule if site else "",
                          " and ".join(g.condition for g in site.guards) if site else ""))
         seen.add(name)
     return out
@@ -164,20 +165,15 @@ def _line(case: Case, item: _Item) -> str:
            f"not asked (default {item.default!r})")
     where = f" at {item.site}" if item.site else ""
     if not item.decided:  # the condition and each unread input are in `sgl-kit why FIELD`: here, what decides it
-        rule_ = f" ({_clip(item.rule, 90)})" if item.rule else ""
-        needs = _clip((item.needs or "more evidence").split(": line ")[0], 160)
+        rule_ = f" ({clip(item.rule, 90)})" if item.rule else ""
+        needs = clip((item.needs or "more evidence").split(": line ")[0], 160)
         return f"[{p.category}] {p.field}: {was}; sglang may set it to {item.value}{where}{rule_}; undecided, needs {needs}"
     why = "; ".join(x for x in (item.rule, f"when {item.guard}" if item.guard else "") if x)
     why = f" ({why})" if why else ""
     keep = _keeps(case, item)
-    help_ = f"; its help: \"{_clip(p.help)}\"" if p.help else ""
+    help_ = f"; its help: \"{clip(p.help, 140)}\"" if p.help else ""
     return (f"[{p.category}] {p.field} = {item.value!r}: {was}; sglang set it{where}{why}; effect: {p.effect}"
             f"{help_}" + (f"; the flag that keeps it: {keep}" if keep else ""))
-
-
-def _clip(text: str, width: int = 140) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _when(case: Case) -> list[str] | None:

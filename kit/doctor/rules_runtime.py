@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
@@ -47,7 +48,7 @@ def _site(case: Case, text: str) -> list[str]:
         found = case.ev.tree.grep(text, fixed=True, max_matches=5)
     except KitError:
         return []
-    return [f"{m.path.removeprefix('sglang/')}:{m.line}" for m in found if "/test" not in m.path][:1]
+    return [f"{short_path(m.path)}:{m.line}" for m in found if "/test" not in m.path][:1]
 
 
 def _decode(case: Case) -> dict:

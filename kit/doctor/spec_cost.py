@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
@@ -194,7 +195,7 @@ def _config_site(case: Case) -> str:
     base = model_type.removesuffix("_text").rsplit("_", 1)[0] if model_type else ""
     for hit in hits:
         if base and base.replace("_", "") in hit.path.replace("_", ""):
-            return f"{hit.path.removeprefix('sglang/')}:{hit.line}"
+            return f"{short_path(hit.path)}:{hit.line}"
     return ""
 
 
@@ -229,7 +230,7 @@ def _dtypes(case: Case) -> tuple[str, str, str]:
     where = ""
     try:
         hit = case.ev.tree.grep("def mamba2_state_dtype", fixed=True, max_matches=3)
-        where = f" (mamba2_state_dtype, {hit[0].path.removeprefix('sglang/')}:{hit[0].line})" if hit else ""
+        where = f" (mamba2_state_dtype, {short_path(hit[0].path)}:{hit[0].line})" if hit else ""
     except KitError:
         pass
     env_note = " (SGLANG_MAMBA_CONV_DTYPE)" if "SGLANG_MAMBA_CONV_DTYPE" in env else ""

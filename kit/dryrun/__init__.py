@@ -55,8 +55,6 @@ __all__ = [
     "probe_answers",
     "RequirementPlan",
     "requirements",
-    "resolve",
-    "resolve_many",
     "dry_run",
     "dry_run_many",
     "setup",
@@ -76,19 +74,3 @@ __all__ = [
     "workers",
     "stop_workers",
 ]
-
-
-def resolve(*args, **kwargs):
-    """Deprecated name of :func:`dry_run`, kept for one release."""
-    import warnings
-
-    warnings.warn("kit.dryrun.resolve is now kit.dryrun.dry_run", DeprecationWarning, stacklevel=2)
-    return dry_run(*args, **kwargs)
-
-
-def resolve_many(*args, **kwargs):
-    """Deprecated name of :func:`dry_run_many`, kept for one release."""
-    import warnings
-
-    warnings.warn("kit.dryrun.resolve_many is now kit.dryrun.dry_run_many", DeprecationWarning, stacklevel=2)
-    return dry_run_many(*args, **kwargs)

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit._paths import cache_dir
+from kit._proc import pip, pip_said, python_env, run
 from kit._versions import key as version_key
 from kit._wheels import install_package_source
 from kit.dryrun._requirements import (
@@ -39,7 +39,7 @@ from kit.dryrun._requirements import (
     verified_versions,
 )
 from kit.dryrun._torch import choose_torch
-from kit.errors import DryRunError, EnvironmentMissing, SetupFailed
+from kit.errors import CommandTimeout, DryRunError, EnvironmentMissing, SetupFailed
 
 INSIDE = Path(__file__).resolve().parent / "_inside.py"
 PYTHON_TAG = "3.11"  # sglang 0.5.11+ ships cp311 wheels only, and torch's CPU wheel here is cp311
@@ -48,6 +48,7 @@ _LAYOUT = "1"  # bump when the way an environment is built changes, so old ones 
 _FREE_BYTES_NEEDED = 2 * 1024**3
 _PIP_TIMEOUT = 1200.0
 _CHECK_TIMEOUT = 300.0
+_SLOW = "a slow network or disk; run it again (finished setup steps are kept)"
 
 
 
@@ -70,12 +71,6 @@ def built_versions() -> list[str]:
                 found.append(version)
     return sorted(found, key=version_key)
 
-
-def requirements_file(version: str) -> Path:
-    """The hand-pinned list of a verified version, else the list generated for it (maybe not yet made)."""
-    if check_version(version) == "verified":
-        return verified_file(version)
-    return environment(version).path / "requirements.txt"
 
 
 def requirements(version: str) -> list[str]:
@@ -386,11 +381,8 @@ def find_python(explicit: str | None = None) -> str:
 
 def _python_version(python: str) -> str | None:
     try:
-        proc = subprocess.run(
-            [python, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True, text=True, timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
+        proc = run([python, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"], timeout=30)
+    except (OSError, CommandTimeout):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
 
@@ -405,7 +397,7 @@ def _make_venv(env: DryRunEnv, python: str | None) -> str:
             hint="free some space, or point SGL_KIT_CACHE at a larger disk",
         )
     shutil.rmtree(env.path, ignore_errors=True)  # a half-made venv from an interrupted run
-    proc = run_process([interpreter, "-m", "venv", str(env.path)], timeout=300)
+    proc = run([interpreter, "-m", "venv", str(env.path)], timeout=300, env=python_env(), hint=_SLOW)
     if proc.returncode != 0:
         raise SetupFailed(
             f"`{interpreter} -m venv {env.path}` failed: {_tail(proc)}",
@@ -415,13 +407,13 @@ def _make_venv(env: DryRunEnv, python: str | None) -> str:
     return interpreter
 
 
-def _pip(env: DryRunEnv, *args: str) -> list[str]:
-    return [str(env.python), "-m", "pip", *args, "--no-input", "--disable-pip-version-check"]
+def _pip(env: DryRunEnv, *args: str) -> subprocess.CompletedProcess:
+    return pip(args, python=env.python, timeout=_PIP_TIMEOUT, hint=_SLOW)
 
 
 def _install_torch(env: DryRunEnv, pin: str, torch: dict) -> str:
     choice = choose_torch(pin, str(env.python), **torch)
-    proc = run_process(_pip(env, "install", "--only-binary=:all:", "--quiet", *choice.args), timeout=_PIP_TIMEOUT)
+    proc = _pip(env, "install", "--only-binary=:all:", "--quiet", *choice.args)
     if proc.returncode != 0:
         raise _pip_failure("torch", [pin], proc)
     return choice.label
@@ -430,7 +422,7 @@ def _install_torch(env: DryRunEnv, pin: str, torch: dict) -> str:
 def _install_chunk(env: DryRunEnv, chunk: list[str], step: str) -> None:
     if not chunk:
         return
-    proc = run_process(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", *chunk), timeout=_PIP_TIMEOUT)
+    proc = _pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", *chunk)
     if proc.returncode == 0:
         return
     culprit = _named_in_error(chunk, proc) or _first_failing(env, chunk)
@@ -449,7 +441,7 @@ def _named_in_error(chunk: list[str], proc: subprocess.CompletedProcess) -> str 
 
 def _first_failing(env: DryRunEnv, chunk: list[str]) -> str | None:
     for pin in chunk:
-        proc = run_process(_pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", pin), timeout=_PIP_TIMEOUT)
+        proc = _pip(env, "install", "--no-deps", "--only-binary=:all:", "--quiet", pin)
         if proc.returncode != 0:
             return pin
     return None
@@ -458,7 +450,7 @@ def _first_failing(env: DryRunEnv, chunk: list[str]) -> str | None:
 def _pip_failure(step: str, pins: list[str], proc: subprocess.CompletedProcess) -> SetupFailed:
     what = pins[0] if len(pins) == 1 else f"one of {', '.join(pins)}"
     return SetupFailed(
-        f"dry-run setup step {step!r}: pip could not install {what}: {_tail(proc)}",
+        f"dry-run setup step {step!r}: pip could not install {what}: {pip_said(proc)}",
         step=step,
         package=pins[0] if len(pins) == 1 else None,
         hint="check that PyPI (or your index) is reachable, then run the same setup again: "
@@ -489,8 +481,8 @@ def _check(env: DryRunEnv, status: str = "verified") -> dict:
     imports (and that runs on CPU) gets it back, and the import is tried again."""
     added: list[str] = []
     for _ in range(_HEAL_ROUNDS + 1):
-        proc = run_process([str(env.python), str(INSIDE), "--check", *stub_args(env.version)], timeout=_CHECK_TIMEOUT,
-                           env=inside_environment())
+        proc = run([str(env.python), str(INSIDE), "--check", *stub_args(env.version)], timeout=_CHECK_TIMEOUT,
+                   env=inside_environment(), hint=_SLOW)
         reply = parse_answer(proc)
         if reply.get("ok"):
             break
@@ -581,25 +573,6 @@ def inside_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
                TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
     env.update(extra or {})
     return env
-
-
-def run_process(argv: list[str], *, timeout: float, env: dict | None = None, stdin: str | None = None):
-    """subprocess.run in its own process group, which is killed whole on timeout."""
-    if env is None:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env.update(PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise DryRunError(f"`{' '.join(argv[:4])} ...` ran past {timeout:g}s and was killed",
-                          hint="a slow network or disk; run it again (finished setup steps are kept)") from None
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def parse_answer(proc: subprocess.CompletedProcess) -> dict:

@@ -235,7 +235,8 @@ def _install_cuda_platform(gpu: dict) -> None:
 # --------------------------------------------------------------------------- values
 
 
-def _plain(value, depth: int = 0):
+# Standalone (loaded by path in sglang's environment, where kit is not installed): not kit._text.plain.
+def _exact_json(value, depth: int = 0):
     """The value if JSON holds it exactly (lists for tuples aside), else raise TypeError."""
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -248,9 +249,9 @@ def _plain(value, depth: int = 0):
     if depth > 20:
         raise TypeError("too deep")
     if isinstance(value, (list, tuple)):
-        return [_plain(v, depth + 1) for v in value]
+        return [_exact_json(v, depth + 1) for v in value]
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: _plain(v, depth + 1) for k, v in value.items()}
+        return {k: _exact_json(v, depth + 1) for k, v in value.items()}
     raise TypeError(type(value).__name__)
 
 
@@ -263,7 +264,7 @@ def describe(value) -> dict:
     if len(text) > _MAX_REPR:
         text = text[:_MAX_REPR] + "...<cut>"
     try:
-        return {"repr": text, "json": _plain(value), "exact": not isinstance(value, tuple)}
+        return {"repr": text, "json": _exact_json(value), "exact": not isinstance(value, tuple)}
     except TypeError:
         return {"repr": text, "json": None, "exact": False}
 

@@ -19,7 +19,6 @@ import fnmatch
 import hashlib
 import json
 import re
-import subprocess
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -27,9 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from kit._paths import cache_dir
+from kit._proc import pip, pip_said
 from kit._versions import key as version_key
 from kit._wheels import norm_dist, wheel
-from kit.errors import DryRunError, PackageNotFound, SetupFailed, UnsupportedVersion
+from kit.errors import CommandTimeout, DryRunError, PackageNotFound, SetupFailed, UnsupportedVersion
 
 __all__ = ["Dropped", "RequirementPlan", "Rules", "generated_requirements", "is_verified", "load_rules",
            "plan", "verified_versions"]
@@ -338,23 +338,18 @@ def _resolve(wanted: list[str], rules: Rules, python: str) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="sgl-kit-resolve-") as tmp:
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text(f"torch=={rules.torch}\n")
-        argv = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary=:all:",
-                "--quiet", "--report", "-", "--no-input", "--disable-pip-version-check", "-c", str(constraints),
-                *wanted]
+        args = ["install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet", "--report", "-",
+                "-c", str(constraints), *wanted]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=_RESOLVE_TIMEOUT,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
+            proc = pip(args, python=python, timeout=_RESOLVE_TIMEOUT)
+        except CommandTimeout as exc:
             raise SetupFailed(f"pip did not resolve the requirements within {_RESOLVE_TIMEOUT:g}s",
                               step="requirements", hint="check the network or the package index, then run "
-                              "the same setup again: finished steps are kept") from None
+                              "the same setup again: finished steps are kept") from exc
     if proc.returncode != 0:
-        lines = [line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
-        telling = [line for line in lines if "conflict" in line.lower() or "no matching" in line.lower()
-                   or "could not find" in line.lower() or "requires" in line.lower()]
         raise SetupFailed(
             "dry-run setup step 'requirements': pip could not resolve the wheel's requirements (less what "
-            f"kit/data/dryrun/rules.yaml drops): {' / '.join((telling or lines)[-4:])}",
+            f"kit/data/dryrun/rules.yaml drops): {pip_said(proc)}",
             step="requirements",
             hint="a package the rules keep may have no wheel for CPython 3.11 on Linux; add it to a drop group "
                  "in kit/data/dryrun/rules.yaml if the argument code does not need it, then run setup again",

@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kit._text import clip, short_path
 from kit.dryrun._gpus import GpuProfile
 
 # Words that say what happens to a feature rather than name it: `disable_piecewise_cuda_graph`
@@ -30,10 +31,10 @@ class LogMessage:
 
     @property
     def where(self) -> str:
-        return f"{short(self.file)}:{self.line}"
+        return f"{short_path(self.file)}:{self.line}"
 
     def __repr__(self) -> str:
-        return f"<LogMessage {self.level} {self.where}: {_clip(self.message, 60)!r}>"
+        return f"<LogMessage {self.level} {self.where}: {clip(self.message, 60)!r}>"
 
 
 @dataclass
@@ -66,7 +67,7 @@ class Change:
 
     @property
     def where(self) -> str:
-        return f"{short(self.file)}:{self.line}" if self.line else "-"
+        return f"{short_path(self.file)}:{self.line}" if self.line else "-"
 
     @property
     def fills_default(self) -> bool:
@@ -97,7 +98,7 @@ class StartupError:
 
     @property
     def where(self) -> str:
-        return f"{short(self.file)}:{self.line}" if self.line else ""
+        return f"{short_path(self.file)}:{self.line}" if self.line else ""
 
     @property
     def headline(self) -> str:
@@ -110,7 +111,7 @@ class StartupError:
         return f"{label}: {self.type}{where}: {self.message}"
 
     def __repr__(self) -> str:
-        return f"<StartupError {self.kind} {self.type} {self.where}: {_clip(self.message, 60)!r}>"
+        return f"<StartupError {self.kind} {self.type} {self.where}: {clip(self.message, 60)!r}>"
 
 
 @dataclass
@@ -243,8 +244,8 @@ def _change_table(changes: list[Change], width: int) -> list[str]:
     rows = [
         (
             c.field + (" (your flag)" if c.explicit else ""),
-            _clip(c.before_text, width),
-            _clip(c.after_text, width),
+            clip(c.before_text, width),
+            clip(c.after_text, width),
             c.where,
             c.function,
             _log_cell(c),
@@ -258,18 +259,9 @@ def _change_table(changes: list[Change], width: int) -> list[str]:
 
 def _log_cell(change: Change) -> str:
     if change.messages:
-        return _clip(change.messages[0].message, 70)
+        return clip(change.messages[0].message, 70)
     # An unset field (None) getting its value is how sglang fills defaults; a value replaced is news.
     return "silent (default filled in)" if change.fills_default else "SILENT"
-
-
-def short(path: str) -> str:
-    return path.split("/", 1)[1] if path.startswith("sglang/") else path
-
-
-def _clip(text: str, width: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 # --------------------------------------------------------------------------- building results

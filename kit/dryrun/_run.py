@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kit._argv import option_values
+from kit._proc import run
 from kit.dryrun import _worker
 from kit.dryrun._env import (
     INSIDE,
@@ -19,7 +20,6 @@ from kit.dryrun._env import (
     inside_environment,
     parse_answer,
     require_environment,
-    run_process,
     setup,
     stub_args,
 )
@@ -108,8 +108,8 @@ def dry_run_many(
             except _worker.WorkerUnavailable as exc:
                 notes.append(exc.note)
         if reply is None:
-            proc = run_process([str(runtime.python), str(INSIDE), "--resolve"], timeout=timeout,
-                               env=inside_environment(variables), stdin=json.dumps(request))
+            proc = run([str(runtime.python), str(INSIDE), "--resolve"], timeout=timeout,
+                       env=inside_environment(variables), input=json.dumps(request))
             reply = parse_answer(proc)
     if not reply.get("ok"):
         raise DryRunError(

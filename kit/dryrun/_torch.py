@@ -17,14 +17,14 @@ downloaded until the choice is made.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.errors import SetupFailed
+from kit._proc import pip, pip_said
+from kit.errors import CommandTimeout, SetupFailed
 
 __all__ = ["CPU_INDEX", "TorchChoice", "choose_torch"]
 
@@ -113,17 +113,14 @@ class _Report:
 
 
 def _report(python: str, specs: list[str], *, no_deps: bool, extra: list[str] | None = None) -> _Report:
-    argv = [python, "-m", "pip", "install", "--dry-run", "--only-binary=:all:", "--quiet", "--report", "-",
-            "--no-input", "--disable-pip-version-check", *(["--no-deps"] if no_deps else []), *(extra or []), *specs]
+    args = ["install", "--dry-run", "--only-binary=:all:", "--quiet", "--report", "-",
+            *(["--no-deps"] if no_deps else []), *(extra or []), *specs]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=_REPORT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+        proc = pip(args, python=python, timeout=_REPORT_TIMEOUT)
+    except CommandTimeout:
         return _Report(error=f"pip did not answer within {_REPORT_TIMEOUT:g}s")
     if proc.returncode != 0:
-        lines = [line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
-        telling = [line for line in lines if any(w in line for w in ("No matching distribution", "Could not find",
-                                                                    "Cannot install"))]
-        return _Report(error=((telling or lines or [f"pip exited {proc.returncode}"])[-1])[:200])
+        return _Report(error=pip_said(proc, 1)[:200])
     try:
         items = json.loads(proc.stdout)["install"]
         torch = next(i for i in items if i["metadata"]["name"].lower() == "torch")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextlib
 import html
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 
+from kit._proc import pip
 from kit._versions import key as version_key
 from kit.dryrun._env import _env_root, environment
 from kit.dryrun._requirements import check_version, generated_dir, load_rules, verified_versions
-from kit.errors import DryRunError
+from kit.errors import CommandTimeout, DryRunError
 
 __all__ = ["VersionInfo", "released_versions", "versions"]
 
@@ -81,9 +81,8 @@ def versions(*, sizes: bool = False, released: bool = False) -> list[VersionInfo
 def released_versions() -> list[str]:
     """sglang releases in the rules' range, as the package index lists them (`pip index versions sglang`)."""
     rules = load_rules()
-    argv = [sys.executable, "-m", "pip", "index", "versions", "sglang", "--disable-pip-version-check", "--no-input"]
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=_INDEX_TIMEOUT, stdin=subprocess.DEVNULL)
+    with contextlib.suppress(OSError, CommandTimeout):
+        proc = pip(["index", "versions", "sglang"], python=sys.executable, timeout=_INDEX_TIMEOUT)
         match = re.search(r"Available versions:\s*(.+)", proc.stdout)
         if proc.returncode == 0 and match:
             found = [v.strip() for v in match.group(1).split(",")]

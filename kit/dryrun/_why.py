@@ -11,7 +11,8 @@ import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kit.dryrun._result import Change, DryRunResult, short
+from kit._text import short_path
+from kit.dryrun._result import Change, DryRunResult
 
 
 @dataclass
@@ -143,7 +144,7 @@ def compare(flag: str, explanation, result: DryRunResult) -> list[SiteCheck]:
         lines = {site.line, site.write_line} - {None}
         hits = [w for w in writes if w.file == site.file and w.line in lines]
         matched.update(id(w) for w in hits)
-        checks.append(SiteCheck(f"{short(site.file)}:{site.line}", site.function, site.status, bool(hits), hits))
+        checks.append(SiteCheck(f"{short_path(site.file)}:{site.line}", site.function, site.status, bool(hits), hits))
     for w in writes:
         if id(w) not in matched:
             checks.append(SiteCheck(w.where, w.function, None, True, [w]))

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from kit._paths import cache_dir
+from kit._proc import run
 from kit.dryrun._env import (
     PYTHON_TAG,
     DryRunEnv,
@@ -42,7 +43,6 @@ from kit.dryrun._env import (
     _tail,
     already_built,
     parse_answer,
-    run_process,
 )
 from kit.dryrun._requirements import read_pins, verified_file
 from kit.errors import SetupFailed, UnsupportedVersion
@@ -207,8 +207,8 @@ def _install_stand_ins(env: ServeEnv) -> str:
 def _check(env: ServeEnv) -> dict:
     from kit.dryrun._env import inside_environment
 
-    proc = run_process([str(env.python), "-P", "-c", _CHECK, ",".join(_CHECK_MODULES)], timeout=_CHECK_TIMEOUT,
-                       env=inside_environment(SERVE_ENV))
+    proc = run([str(env.python), "-P", "-c", _CHECK, ",".join(_CHECK_MODULES)], timeout=_CHECK_TIMEOUT,
+               env=inside_environment(SERVE_ENV))
     reply = parse_answer(proc)
     if not reply.get("ok"):
         raise SetupFailed(f"real-server setup step 'check': importing sglang {env.version}'s server on CPU failed: "

@@ -10,7 +10,7 @@ millisecond instead of a login shell.
 - ``wire.py``: the kit's side of the helper's wire protocol;
 - ``local.py``: LocalHost; ``ssh.py``: SSHHost (paramiko); ``exec_fallback.py``: one SSH
   channel per command, for hosts without python3;
-- ``keep.py``: an SSH connection and its helper kept for the next process (ControlPersist's idea);
+- ``kept.py``: an SSH connection and its helper kept for the next process (ControlPersist's idea);
   ``keeper.py``: the process that keeps it.
 
 This package knows nothing of SGLang.

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kit._text import clip
 from kit.errors import (
     CommandFailed,
     CommandTimeout,
@@ -74,7 +75,7 @@ class CommandResult:
         return self.ok
 
     def __repr__(self) -> str:
-        cmd = self.command if len(self.command) <= 60 else self.command[:57] + "..."
+        cmd = clip(self.command, 60)
         state = "timed out" if self.timed_out else f"exit {self.exited}"
         return (
             f"<CommandResult {cmd!r} on {self.host}: {state}, {self.duration * 1000:.1f} ms, "
@@ -400,3 +401,6 @@ class Host:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+    def _repr_html_(self) -> str:
+        return f"<code>{html.escape(repr(self))}</code>"

@@ -1,6 +1,6 @@
-"""The keeper of a kept SSH connection (kit.hosts.keep), run as ``python -m kit.hosts.keeper SOCKET SECONDS``.
+"""The keeper of a kept SSH connection (kit.hosts.kept), run as ``python -m kit.hosts.keeper SOCKET SECONDS``.
 
-It reads the connection's options (kit.hosts.keep.key_options, never a password) on stdin,
+It reads the connection's options (kit.hosts.kept.key_options, never a password) on stdin,
 connects with them (a new host key is never trusted), starts the helper, and only then listens on
 SOCKET, so a socket that answers has a helper behind it. Each command that attaches sends the
 helper's boot as it would to a fresh one; the keeper checks the source is its own, answers with the

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 
+from kit._proc import kill_group
 from kit.errors import HostError
 
 from .base import Host
@@ -44,6 +45,7 @@ class LocalHost(Host):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group, ended whole by _reap; Ctrl-C reaches the kit alone
         )
         out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
 
@@ -73,10 +75,9 @@ class LocalHost(Host):
             except OSError:
                 pass
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=5)  # it exits by itself when its stdin closes, ending its commands
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            kill_group(proc)
 
     def _stop(self) -> None:
         if self._conn is not None:

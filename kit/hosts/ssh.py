@@ -112,9 +112,9 @@ class SSHHost(Host):
         use_helper: bool = True,
         persist: float | None = None,
     ) -> None:
-        from .keep import key_options
+        from .kept import key_options
 
-        # As given: the same ones name the same kept connection (kit.hosts.keep), before any lookup.
+        # As given: the same ones name the same kept connection (kit.hosts.kept), before any lookup.
         self._given = key_options(host, port=port, user=user, key_filename=key_filename, config_file=config_file,
                                   known_hosts=known_hosts, allow_agent=allow_agent, look_for_keys=look_for_keys,
                                   proxy_jump=proxy_jump, connect_timeout=connect_timeout, helper_python=helper_python)
@@ -143,7 +143,7 @@ class SSHHost(Host):
         self.default_timeout = default_timeout
         self.helper_python = helper_python
         self.use_helper = use_helper
-        # Keep the connection for the next process (kit.hosts.keep): never with a password, or without the helper.
+        # Keep the connection for the next process (kit.hosts.kept): never with a password, or without the helper.
         self.persist = persist if persist and use_helper and password is None else None
         self._kept = False  # whether the helper is one a keeper holds (no transport of our own)
         self.name = f"{self.user}@{self.hostname}:{self.port}"
@@ -342,7 +342,7 @@ class SSHHost(Host):
             self._kept = False
             path = self._keep_path()
             if path is not None and not self.connected:
-                from .keep import attach
+                from .kept import attach
 
                 conn = attach(path, self.name)
                 if conn is not None:
@@ -352,14 +352,14 @@ class SSHHost(Host):
                 self._open_transport()
             self._conn = self._start_helper() if self.use_helper else ExecFallback(self)
             if path is not None and not isinstance(self._conn, ExecFallback):
-                from .keep import spawn
+                from .kept import spawn
 
                 spawn(path, self._keep_options(), self.persist)
             return self._conn
 
     @property
     def kept(self) -> bool:
-        """Whether this host talks to a helper that a keeper holds (kit.hosts.keep) rather than its own."""
+        """Whether this host talks to a helper that a keeper holds (kit.hosts.kept) rather than its own."""
         return self._kept
 
     def _keep_options(self) -> dict:
@@ -369,7 +369,7 @@ class SSHHost(Host):
     def _keep_path(self):
         if not self.persist:
             return None
-        from .keep import socket_path
+        from .kept import socket_path
 
         return socket_path(self._keep_options())
 

@@ -15,7 +15,7 @@ it on hosts that have only python3; the names below load on first use.
 
 from __future__ import annotations
 
-__all__ = ["Lab", "LabError", "LabStatus", "down", "ensure_running", "find_lab_server", "find_target_server",
+__all__ = ["Lab", "LabError", "LabStatus", "down", "ensure_running", "find_lab_server",
            "status", "up", "variants"]
 
 
@@ -96,11 +96,3 @@ def find_lab_server(host, servers=None):
     from kit.target import resolve_server
 
     return resolve_server(host, "lab", servers=servers)
-
-
-def find_target_server(host, target: str | None = None, *, pid: int | None = None, port: int | None = None,
-                       servers=None):
-    """Kept as an alias of :func:`kit.target.resolve_server`, the one way from a target string to a server."""
-    from kit.target import resolve_server
-
-    return resolve_server(host, target, pid=pid, port=port, servers=servers)

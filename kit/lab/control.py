@@ -29,6 +29,7 @@ from kit._argv import option_value
 from kit._paths import lab_dir
 from kit._remote import parse_result
 from kit._remote import run as run_script
+from kit._secrets import mask_argv
 from kit.errors import LabError
 from kit.hosts import Host, LocalHost
 
@@ -102,13 +103,14 @@ class LabStatus:
             f"{'healthy' if self.healthy else 'NOT healthy'}",
             *where,
             f"  launch:  {self.label or 'custom flags'}",
-            f"  command: {' '.join(self.argv)}",
+            f"  command: {' '.join(mask_argv(self.argv))}",
             f"  log:     {self.log}",
             f"  dir:     {self.lab_dir}",
         ] + ([f"  {self.note}"] if self.note else []))
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The status as data; a secret flag's value in the command masked (kit/_secrets.py)."""
+        return {**self.__dict__, "argv": mask_argv(self.argv)}
 
     def _repr_html_(self) -> str:
         return f"<pre>{html.escape(self.to_text())}</pre>"
@@ -126,6 +128,10 @@ class Lab:
 
     def __repr__(self) -> str:
         return f"<Lab {self.host.name}:{self.directory}>"
+
+    def _repr_html_(self) -> str:
+        """The lab's place and, when it is on this machine, whether it runs (one look at its pid file)."""
+        return self.status()._repr_html_()
 
     # -- the agent ------------------------------------------------------------
     def _agent(self, op: str, args: dict | None = None, stdin: bytes | None = None, timeout: float = 120) -> dict:
@@ -265,7 +271,7 @@ class Lab:
                            hint=f"use one of {', '.join(known) or '(none: kit/data/resolved/ is empty)'}, "
                                 f"or give sglang flags after --")
         merged = _added(_rewrite(known[variant].flags(), model, host, port), list(flags or []))
-        name = variant + (f" + {shlex.join(flags)}" if flags else "")
+        name = variant + (f" + {shlex.join(mask_argv(flags))}" if flags else "")  # a label: no secret in it
         return [*head, *_with_defaults(merged, model, host, port)], f"variant {name}", name
 
     def _started(self, result: dict, port: int) -> LabStatus:
@@ -315,7 +321,7 @@ class Lab:
         except LabError as exc:
             if not previous.running:
                 raise
-            old = _without_place(_flags_of(previous.argv))
+            old = mask_argv(_without_place(_flags_of(previous.argv)))
             raise LabError(
                 f"{exc.message}\nThe lab's previous server ({previous.label or 'custom flags'}, pid {previous.pid}) "
                 f"was stopped first, so none runs now.",
@@ -332,14 +338,14 @@ class Lab:
             wanted_label = f"variant {name}" if name else "custom flags"
             same = _options(_flags_of(current.argv)) == _options(list(flags))
         else:
-            wanted_label = f"variant {variant}" + (f" + {shlex.join(flags)}" if flags else "")
+            wanted_label = f"variant {variant}" + (f" + {shlex.join(mask_argv(flags))}" if flags else "")
             same = current.label == wanted_label
         if not same:
-            what = (f"--variant {variant}" if variant else "") + (" -- " + shlex.join(flags) if flags else "")
+            what = (f"--variant {variant}" if variant else "") + (" -- " + shlex.join(mask_argv(flags)) if flags else "")
             raise LabError(
                 f"the lab on {self.host.name} already runs {current.label or 'custom flags'} (pid {current.pid}); "
                 f"this asked for {wanted_label}",
-                hint=f"Lab.restart(variant={variant!r}, flags={flags!r}) stops it and starts the one asked for",
+                hint=f"Lab.restart(variant={variant!r}, flags={(mask_argv(flags) if flags else flags)!r}) stops it and starts the one asked for",
                 cli_hint=f"`sgl-kit lab restart {what.strip()}` stops it and starts the one asked for",
             )
 

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from kit.errors import KitError
+from kit.errors import KitError, ModelConfigError
 from kit.server_args import format_server_args
 
 from .api import LabApp
@@ -119,9 +119,9 @@ def _model_config(fields: dict) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise KitError(f"cannot read the model's config.json at {path}: {exc}",
-                       hint="the lab serves a local model directory holding a config.json "
-                            "(sgl-kit lab up writes one under models/)") from None
+        raise ModelConfigError(f"cannot read the model's config.json at {path}: {exc}",
+                               hint="the lab serves a local model directory holding a config.json "
+                                    "(sgl-kit lab up writes one under models/)") from None
 
 
 def _startup_lines(resolution: LaunchArgs, fields: dict, scenario, model, version: str, config: dict,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kit._remote.locate import locate
-from kit.errors import KitError, LabArgsError, ParseError
+from kit.errors import LabArgsError, LabError, ParseError
 from kit.server_args import FlagSpec, FlagTable, cli_defaults, flag_table, parse_command, parse_log
 
 __all__ = [
@@ -83,7 +83,7 @@ def sglang_source() -> LocalSource:
     same locate script the kit runs on every target."""
     found = locate("sglang")
     if not found.get("found"):
-        raise KitError(
+        raise LabError(
             "the lab needs the sglang source next to it, and this interpreter has none",
             hint="start it with `sgl-kit lab up`, which installs sglang 0.5.11's source into the lab's "
                  "ml-env, or run it with that ml-env's python",

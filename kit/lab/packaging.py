@@ -15,16 +15,16 @@ import base64
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 import zipfile
 from pathlib import Path
 
 from kit._paths import cache_dir
+from kit._proc import pip, pip_said, run
 from kit._version import __version__
 from kit._wheels import wheel
-from kit.errors import KitError
+from kit.errors import LabError
 
 __all__ = ["BUILD_ENTRY", "build_modules", "kit_wheel", "local_pth", "runtime_requirements", "runtime_wheels",
            "server_modules", "sglang_wheel", "sha256"]
@@ -55,7 +55,7 @@ def sglang_wheel(version: str) -> Path:
 
 
 # What the server reads besides code: scenarios, the resolved launches, the model's config.
-_SERVER_DATA = ("data/scenarios", "data/resolved", "data/lab", "data/mechanisms.yaml",
+_SERVER_DATA = ("data/scenarios", "data/resolved", "data/lab", "data/fast_paths.yaml",
                 "_remote")  # the scripts kit.hosts reads as text, for the LocalHost the gate reader uses
 # Imported by the server only when present (the dry-run needs its own environment, which a
 # remote lab host does not have); the server runs without it.
@@ -187,10 +187,10 @@ print(json.dumps(found))
 def runtime_requirements(build: bool = False) -> dict[str, str]:
     """{distribution: version} of every third-party package the lab server (and, with ``build``, the real
     engine's build) imports here."""
-    res = subprocess.run([sys.executable, "-c", _PROBE, *([BUILD_ENTRY] if build else [])], capture_output=True,
-                         text=True, timeout=120)
+    res = run([sys.executable, "-c", _PROBE, *([BUILD_ENTRY] if build else [])], timeout=120,
+              hint="check that `python -m kit.lab.launch_server --help` imports on this machine")
     if res.returncode != 0:
-        raise KitError(f"could not list what the lab server imports: {res.stderr.strip()[-500:]}",
+        raise LabError(f"could not list what the lab server imports: {res.stderr.strip()[-500:]}",
                        hint="check that `python -m kit.lab.launch_server --help` imports on this machine")
     return json.loads(res.stdout)
 
@@ -199,7 +199,7 @@ def _platforms(info: dict) -> list[str]:
     arch = info["machine"]
     libc, version = info.get("libc") or ["", ""]
     if libc != "glibc":
-        raise KitError(f"the lab host's C library is {libc or 'unknown'}, not glibc; no wheels fit it",
+        raise LabError(f"the lab host's C library is {libc or 'unknown'}, not glibc; no wheels fit it",
                        hint="run the lab on a glibc Linux host (Debian, Ubuntu, RHEL, ...)")
     minor = int(str(version).split(".")[1]) if "." in str(version) else 17
     return [f"manylinux_2_{m}_{arch}" for m in range(minor, 16, -1)] + [f"manylinux2014_{arch}", "linux_" + arch]
@@ -228,18 +228,17 @@ def _find(directory: Path, dist: str, version: str) -> Path | None:
 
 
 def _download(target: Path, wanted: dict[str, str], info: dict, pyver: str) -> None:
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--disable-pip-version-check", "--python-version", pyver, "--implementation", "cp",
+    args = ["download", "--no-deps", "--only-binary=:all:", "--python-version", pyver, "--implementation", "cp",
             "-d", str(target)]
     for plat in _platforms(info):
-        argv += ["--platform", plat]
-    argv += [f"{d}=={v}" for d, v in sorted(wanted.items())]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        args += ["--platform", plat]
+    args += [f"{d}=={v}" for d, v in sorted(wanted.items())]
+    res = pip(args, python=sys.executable, timeout=900,
+              hint=f"check PyPI access from this machine, or put the wheels into {target}")
     still = [d for d, v in wanted.items() if _find(target, d, v) is None]
     if res.returncode != 0 or still:
-        tail = " / ".join((res.stderr or res.stdout).strip().splitlines()[-3:])
-        raise KitError(f"could not fetch wheels of {', '.join(still or wanted)} for python {pyver} on "
-                       f"{info['machine']}: {tail}",
+        raise LabError(f"could not fetch wheels of {', '.join(still or wanted)} for python {pyver} on "
+                       f"{info['machine']}: {pip_said(res, 3)}",
                        hint=f"check PyPI access from this machine, or put the wheels into {target}")
 
 

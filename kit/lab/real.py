@@ -34,12 +34,12 @@ import html
 import json
 import shlex
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit._argv import option_value
+from kit._secrets import mask_argv
 from kit.dryrun.serve_env import SERVE_ENV, serve_environment, serve_versions, setup_serve, stand_ins
 from kit.errors import LabError
 from kit.hosts import Host
@@ -157,10 +157,12 @@ class RealLab(Lab):
         marker = self.model_dir / ".sgl-kit-model.json"
         if marker.is_file():
             return json.loads(marker.read_text())
-        from kit.dryrun.serve_env import run_process
+        from kit._proc import run
 
-        proc = run_process([str(self.env.python), "-P", tiny_model.__file__, str(self.model_dir), "--model",
-                            self.model], timeout=_MODEL_TIMEOUT, env={"PATH": "/usr/bin:/bin", **_SERVER_ENV})
+        proc = run([str(self.env.python), "-P", tiny_model.__file__, str(self.model_dir), "--model", self.model],
+                   timeout=_MODEL_TIMEOUT, env={"PATH": "/usr/bin:/bin", **_SERVER_ENV},
+                   hint="making the tiny model is seconds of CPU work; on a busy machine run `sgl-kit lab up "
+                        "--engine sglang` again")
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or not lines:
             tail = " / ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
@@ -260,7 +262,7 @@ class RealLab(Lab):
         except LabError as exc:
             if not previous.running:
                 raise
-            old = _without_place(_flags_of(previous.argv))
+            old = mask_argv(_without_place(_flags_of(previous.argv)))
             raise LabError(f"{exc.message}\nThe lab's previous server (pid {previous.pid}) was stopped first, "
                            "so none runs now.", hint=f"bring it back with RealLab().up(flags={old!r})",
                            cli_hint=f"bring it back with `sgl-kit lab up --engine sglang --port {previous.port} "
@@ -311,20 +313,3 @@ def _version_of(argv: list[str]) -> str | None:
         if argv and f"/sglang-{version}-" in argv[0]:
             return version
     return None
-
-
-def wait_gone(pids: list[int], timeout: float = 20.0) -> list[int]:
-    """The pids of ``pids`` still alive after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if Path(f"/proc/{p}").exists() and not _zombie(p)]
-        time.sleep(0.2)
-    return alive
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True

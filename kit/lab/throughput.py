@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.errors import KitError, LabError
 
 __all__ = ["MACHINE_ENV", "SCENARIO_ENV", "Scenario", "machine_fixes", "ThroughputModel", "allreduce_ms", "custom_all_reduce_on", "load_scenario",
            "custom_all_reduce_runs", "prefill_replay", "scenario_names",
@@ -64,12 +64,12 @@ def load_scenario(name_or_path: str | None = None) -> Scenario:
     spec = name_or_path or os.environ.get(SCENARIO_ENV) or DEFAULT_SCENARIO
     path = Path(spec) if spec.endswith((".yaml", ".yml", ".json")) else _SCENARIOS / f"{spec}.yaml"
     if not path.is_file():
-        raise KitError(f"no lab scenario {spec!r} (looked for {path})",
+        raise LabError(f"no lab scenario {spec!r} (looked for {path})",
                        hint=f"use one of {', '.join(scenario_names())}, or a path to a scenario file")
     # the kit's own scenarios with libyaml; a user's file with the loader whose errors people know
     data = load_yaml(path) if path.parent == _SCENARIOS else yaml.safe_load(path.read_text())
     if not isinstance(data, dict) or "decode" not in data or "prefill" not in data:
-        raise KitError(f"{path} is not a lab scenario: it needs `decode` and `prefill` sections",
+        raise LabError(f"{path} is not a lab scenario: it needs `decode` and `prefill` sections",
                        hint="copy kit/data/scenarios/incident.yaml and change its numbers")
     return Scenario(str(data.get("name", path.stem)), str(data.get("title", "")),
                     str(data.get("notice", "")).strip(), data, str(path))
@@ -270,7 +270,7 @@ def machine_fixes(scenario: Scenario, applied: str | None = None) -> list[Mappin
     known = (scenario.params.get("machine") or {}).get("fixes") or {}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise KitError(f"the lab scenario {scenario.name!r} has no machine fix {', '.join(unknown)}",
+        raise LabError(f"the lab scenario {scenario.name!r} has no machine fix {', '.join(unknown)}",
                        hint=f"its machine fixes: {', '.join(known) or '(none)'}")
     return [known[n] for n in names]
 

@@ -14,25 +14,33 @@ from __future__ import annotations
 
 import re
 
+from .names import (
+    GEN_THROUGHPUT,
+    IS_CUDA_GRAPH,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    SPEC_ACCEPT_LENGTH,
+    TOKEN_USAGE,
+)
 from .series import empty_frame
 
 __all__ = ["DECODE_FIELDS", "PREFILL_FIELDS", "log_series", "startup_times"]
 
-# DecodeStat field -> the metric of the same meaning (srt/observability/metrics_collector.py).
+# DecodeStat field -> the metric of the same meaning (kit.metrics.names).
 DECODE_FIELDS = {
-    "gen_throughput": "sglang:gen_throughput",
-    "running_req": "sglang:num_running_reqs",
-    "queue_req": "sglang:num_queue_reqs",
-    "token_usage": "sglang:token_usage",
-    "accept_len": "sglang:spec_accept_length",
-    "cuda_graph": "sglang:is_cuda_graph",
+    "gen_throughput": GEN_THROUGHPUT,
+    "running_req": NUM_RUNNING_REQS,
+    "queue_req": NUM_QUEUE_REQS,
+    "token_usage": TOKEN_USAGE,
+    "accept_len": SPEC_ACCEPT_LENGTH,
+    "cuda_graph": IS_CUDA_GRAPH,
 }
 # PrefillStat field (kit.server_args.parse_prefill_stats) -> the name it gets in the frame.
 PREFILL_FIELDS = {
     "new_seq": "log:prefill_new_seqs",
     "new_token": "log:prefill_new_tokens",
     "cached_token": "log:prefill_cached_tokens",
-    "queue_req": "sglang:num_queue_reqs",
+    "queue_req": NUM_QUEUE_REQS,
     "input_throughput": "log:prefill_input_throughput",
     "cuda_graph": "log:prefill_cuda_graph",
 }

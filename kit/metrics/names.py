@@ -5,6 +5,9 @@ sglang declares them as ``Gauge(name="sglang:...", documentation=..., labelnames
 (0.5.11 already has it there) or ``srt/metrics/collector.py`` (older releases). Only string
 literals count: the source is parsed, never run. A counter's series carry ``_total`` and a
 histogram's ``_bucket``/``_sum``/``_count``, as prometheus_client writes them.
+
+The families the kit itself reads are named here once, one constant each (``GEN_THROUGHPUT`` ...):
+the decode log's fields, the timeline's panels and the runtime facts name them through these.
 """
 
 from __future__ import annotations
@@ -12,9 +15,36 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-__all__ = ["COLLECTOR_PATHS", "MetricDecl", "MetricNames", "declared_metrics", "metric_names"]
+__all__ = ["COLLECTOR_PATHS", "KIT_READS", "MetricDecl", "MetricNames", "declared_metrics", "metric_names"]
 
 COLLECTOR_PATHS = ("srt/observability/metrics_collector.py", "srt/metrics/collector.py")
+
+# The families the kit reads, as sglang declares them (both collector files; all of them from 0.5.11).
+# Gauges:
+GEN_THROUGHPUT = "sglang:gen_throughput"
+NUM_RUNNING_REQS = "sglang:num_running_reqs"
+NUM_QUEUE_REQS = "sglang:num_queue_reqs"
+TOKEN_USAGE = "sglang:token_usage"
+SPEC_ACCEPT_LENGTH = "sglang:spec_accept_length"
+IS_CUDA_GRAPH = "sglang:is_cuda_graph"
+CACHE_HIT_RATE = "sglang:cache_hit_rate"
+NUM_RETRACTED_REQS = "sglang:num_retracted_reqs"
+# Counters (declared with their ``_total``, or given it by prometheus_client):
+NUM_REQUESTS = "sglang:num_requests_total"
+PROMPT_TOKENS = "sglang:prompt_tokens_total"
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+CACHED_TOKENS = "sglang:cached_tokens_total"
+CUDA_GRAPH_PASSES = "sglang:cuda_graph_passes_total"
+NUM_RETRACTED_REQUESTS = "sglang:num_retracted_requests_total"
+NUM_RETRACTED_INPUT_TOKENS = "sglang:num_retracted_input_tokens_total"
+NUM_RETRACTED_OUTPUT_TOKENS = "sglang:num_retracted_output_tokens_total"
+# Histograms (series ``_bucket``, ``_sum``, ``_count``):
+QUEUE_TIME = "sglang:queue_time_seconds"
+TIME_TO_FIRST_TOKEN = "sglang:time_to_first_token_seconds"
+KIT_READS = (GEN_THROUGHPUT, NUM_RUNNING_REQS, NUM_QUEUE_REQS, TOKEN_USAGE, SPEC_ACCEPT_LENGTH, IS_CUDA_GRAPH,
+             CACHE_HIT_RATE, NUM_RETRACTED_REQS, NUM_REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, CACHED_TOKENS,
+             CUDA_GRAPH_PASSES, NUM_RETRACTED_REQUESTS, NUM_RETRACTED_INPUT_TOKENS, NUM_RETRACTED_OUTPUT_TOKENS,
+             QUEUE_TIME, TIME_TO_FIRST_TOKEN)
 _KINDS = {"Gauge", "Counter", "Histogram", "Summary"}
 
 

@@ -46,6 +46,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kit._text import short_path
 from kit.errors import KitError, MetricsError, TraceError
 
 __all__ = ["ProfileApi", "ProfileRun", "profile_api", "profile_server"]
@@ -125,22 +126,22 @@ def profile_api(tree) -> ProfileApi:
                            hint="this release cannot be profiled over HTTP; use its own profiler CLI")
     route = found[0]
     handler = tree.read(route.path, route.line, route.line + 4)
-    api.handler_site = f"{_short(route.path)}:{route.line}"
+    api.handler_site = f"{short_path(route.path)}:{route.line}"
     for n in range(handler.start, handler.end + 1):
         m = _BODY.search(handler.line(n)) if "def " in handler.line(n) else None
         if m:
-            api.request_class, api.handler_site = m.group(1), f"{_short(route.path)}:{route.line}-{n}"
+            api.request_class, api.handler_site = m.group(1), f"{short_path(route.path)}:{route.line}-{n}"
             break
     if not api.request_class:
         raise MetricsError(f"cannot tell the body type of /start_profile at {api.handler_site} in sglang "
                            f"{api.version}", hint="read the handler there and send the fields it takes")
     stop = [m for m in tree.grep('"/stop_profile"', glob="http_server.py", fixed=True, max_matches=20)
             if m.path.endswith(HANDLER)]
-    api.stop_site = f"{_short(stop[0].path)}:{stop[0].line}" if stop else ""
+    api.stop_site = f"{short_path(stop[0].path)}:{stop[0].line}" if stop else ""
     snippet = tree.function(api.request_class, path=_in_tree(tree, IO_STRUCT))
     line = next((n for n in range(snippet.start, snippet.end + 1) if snippet.line(n).lstrip().startswith("class ")),
                 snippet.start)
-    api.class_site = f"{_short(snippet.path)}:{line}"
+    api.class_site = f"{short_path(snippet.path)}:{line}"
     node = ast.parse(textwrap.dedent("\n".join(snippet.lines))).body[0]
     for stmt in getattr(node, "body", []):
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
@@ -152,10 +153,6 @@ def profile_api(tree) -> ProfileApi:
 def _in_tree(tree, rel: str) -> str:
     hits = [p for p in tree.files(f"**/{posixpath.basename(rel)}") if p.endswith(rel)]
     return hits[0] if hits else rel
-
-
-def _short(path: str) -> str:
-    return path.removeprefix("sglang/")
 
 
 def _post(url: str, path: str, body: dict | None, timeout: float) -> tuple[int, str]:
@@ -339,10 +336,12 @@ def _tree_of(server, url: str, timeout: float, notes: list[str]):
 
 
 def _reported_version(url: str, timeout: float) -> str | None:
+    from kit.errors import HostError
+    from kit.target import get_server_info
+
     try:
-        with urllib.request.urlopen(url + "/server_info", timeout=timeout) as resp:
-            return json.loads(resp.read()).get("version")
-    except (OSError, ValueError, AttributeError):
+        return get_server_info(url, timeout=timeout).get("version")
+    except HostError:
         return None
 
 

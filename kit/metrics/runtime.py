@@ -16,41 +16,47 @@ import time
 
 from kit.errors import MetricsError
 
+from . import names as m
 from .series import parse_duration
 
 __all__ = ["FACTS", "page_facts", "runtime_facts"]
 
-# fact -> (metric whose declaration it needs, PromQL with {sel} and {span}, how to read the answer)
+
+def _over(fn: str, metric: str) -> str:
+    """``fn(metric{sel}[{span}])``: a gauge over the span."""
+    return f"{fn}({metric}{{sel}}[{{span}}])"
+
+
+# fact -> (metric whose declaration it needs, PromQL with {sel} and {span}, how to read the answer); the
+# metrics are kit.metrics.names'.
 FACTS = {
-    "graph_passes": ("sglang:cuda_graph_passes_total", "sglang:cuda_graph_passes_total", "count:mode"),
-    "is_cuda_graph": ("sglang:is_cuda_graph", "avg_over_time(sglang:is_cuda_graph{sel}[{span}])", "series"),
-    "queue_max": ("sglang:num_queue_reqs", "max_over_time(sglang:num_queue_reqs{sel}[{span}])", "series"),
-    "queue_avg": ("sglang:num_queue_reqs", "avg_over_time(sglang:num_queue_reqs{sel}[{span}])", "series"),
-    "retracted_requests": ("sglang:num_retracted_requests_total", "sglang:num_retracted_requests_total", "count"),
-    "retracted_max": ("sglang:num_retracted_reqs", "max_over_time(sglang:num_retracted_reqs{sel}[{span}])", "series"),
-    "cache_hit_rate": ("sglang:cache_hit_rate", "avg_over_time(sglang:cache_hit_rate{sel}[{span}])", "series"),
-    "cached_token_share": ("sglang:cached_tokens_total",
-                           "sum(increase(sglang:cached_tokens_total{sel}[{span}])) / "
-                           "sum(increase(sglang:prompt_tokens_total{sel}[{span}]))", "series"),
+    "graph_passes": (m.CUDA_GRAPH_PASSES, m.CUDA_GRAPH_PASSES, "count:mode"),
+    "is_cuda_graph": (m.IS_CUDA_GRAPH, _over("avg_over_time", m.IS_CUDA_GRAPH), "series"),
+    "queue_max": (m.NUM_QUEUE_REQS, _over("max_over_time", m.NUM_QUEUE_REQS), "series"),
+    "queue_avg": (m.NUM_QUEUE_REQS, _over("avg_over_time", m.NUM_QUEUE_REQS), "series"),
+    "retracted_requests": (m.NUM_RETRACTED_REQUESTS, m.NUM_RETRACTED_REQUESTS, "count"),
+    "retracted_max": (m.NUM_RETRACTED_REQS, _over("max_over_time", m.NUM_RETRACTED_REQS), "series"),
+    "cache_hit_rate": (m.CACHE_HIT_RATE, _over("avg_over_time", m.CACHE_HIT_RATE), "series"),
+    "cached_token_share": (m.CACHED_TOKENS,
+                           f"sum(increase({m.CACHED_TOKENS}{{sel}}[{{span}}])) / "
+                           f"sum(increase({m.PROMPT_TOKENS}{{sel}}[{{span}}]))", "series"),
     # An accept length counts the verified token itself, so it is >= 1; a 0 is the gauge before any
     # speculative batch ran, not a measurement, and stays out of the average.
-    "accept_length": ("sglang:spec_accept_length",
-                      "avg_over_time((sglang:spec_accept_length{sel} > 0)[{span}:])", "series"),
-    "running_max": ("sglang:num_running_reqs", "max_over_time(sglang:num_running_reqs{sel}[{span}])", "series"),
-    "token_usage_max": ("sglang:token_usage", "max_over_time(sglang:token_usage{sel}[{span}])", "series"),
+    "accept_length": (m.SPEC_ACCEPT_LENGTH,
+                      f"avg_over_time(({m.SPEC_ACCEPT_LENGTH}{{sel}} > 0)[{{span}}:])", "series"),
+    "running_max": (m.NUM_RUNNING_REQS, _over("max_over_time", m.NUM_RUNNING_REQS), "series"),
+    "token_usage_max": (m.TOKEN_USAGE, _over("max_over_time", m.TOKEN_USAGE), "series"),
     # The scheduler observes each request's wait from the queue to its first forward (queue_time_seconds);
     # the tokenizer its time to first token: both histograms, so the sums over the span are seconds.
-    "queue_time_sum": ("sglang:queue_time_seconds", "sglang:queue_time_seconds_sum", "count"),
-    "queue_time_count": ("sglang:queue_time_seconds", "sglang:queue_time_seconds_count", "count"),
-    "queue_time_p90": ("sglang:queue_time_seconds", "histogram_quantile(0.9, sum by (le) "
-                       "(increase(sglang:queue_time_seconds_bucket{sel}[{span}])))", "series"),
-    "ttft_sum": ("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_sum", "count"),
-    "retracted_input_tokens": ("sglang:num_retracted_input_tokens_total", "sglang:num_retracted_input_tokens_total",
-                               "count"),
-    "retracted_output_tokens": ("sglang:num_retracted_output_tokens_total",
-                                "sglang:num_retracted_output_tokens_total", "count"),
-    "prompt_tokens": ("sglang:prompt_tokens_total", "sglang:prompt_tokens_total", "count"),
-    "cached_tokens": ("sglang:cached_tokens_total", "sglang:cached_tokens_total", "count:cache_source"),
+    "queue_time_sum": (m.QUEUE_TIME, m.QUEUE_TIME + "_sum", "count"),
+    "queue_time_count": (m.QUEUE_TIME, m.QUEUE_TIME + "_count", "count"),
+    "queue_time_p90": (m.QUEUE_TIME, "histogram_quantile(0.9, sum by (le) "
+                       f"(increase({m.QUEUE_TIME}_bucket{{sel}}[{{span}}])))", "series"),
+    "ttft_sum": (m.TIME_TO_FIRST_TOKEN, m.TIME_TO_FIRST_TOKEN + "_sum", "count"),
+    "retracted_input_tokens": (m.NUM_RETRACTED_INPUT_TOKENS, m.NUM_RETRACTED_INPUT_TOKENS, "count"),
+    "retracted_output_tokens": (m.NUM_RETRACTED_OUTPUT_TOKENS, m.NUM_RETRACTED_OUTPUT_TOKENS, "count"),
+    "prompt_tokens": (m.PROMPT_TOKENS, m.PROMPT_TOKENS, "count"),
+    "cached_tokens": (m.CACHED_TOKENS, m.CACHED_TOKENS, "count:cache_source"),
 }
 # A "count" fact is what a counter counted in the span, summed (by a label): its end value less its
 # start value where the series existed at the span's start and did not reset (exact; increase()
@@ -80,7 +86,7 @@ def runtime_facts(prometheus=None, *, since: str | float = "1h", end: float | No
             facts["problems"].append(why)
             for key, (metric, _, _) in FACTS.items():
                 facts[key] = {"status": "unreadable", "metric": metric, "why": err.message}
-            facts["accept_length_over_time"] = {"status": "unreadable", "metric": "sglang:spec_accept_length",
+            facts["accept_length_over_time"] = {"status": "unreadable", "metric": m.SPEC_ACCEPT_LENGTH,
                                                 "why": err.message}
             prometheus = None
     if prometheus is not None:
@@ -90,7 +96,7 @@ def runtime_facts(prometheus=None, *, since: str | float = "1h", end: float | No
                 continue
             query = promql.replace("{sel}", selector).replace("{span}", span)
             facts[key] = _fact(prometheus, metric, query, shape, end, names)
-        facts["accept_length_over_time"] = _over_time(prometheus, "sglang:spec_accept_length", selector,
+        facts["accept_length_over_time"] = _over_time(prometheus, m.SPEC_ACCEPT_LENGTH, selector,
                                                       end - span_s, end, points, names)
     if log_text:
         facts["decode_log"] = _decode_log_facts(log_text)
@@ -186,23 +192,21 @@ def _decode_log_facts(text: str) -> dict:
 # fact -> (metric, the samples it sums, how to read them) for one /metrics page: counters since the
 # process started, gauges as of the scrape.
 _PAGE = {
-    "graph_passes": ("sglang:cuda_graph_passes_total", ("sglang:cuda_graph_passes_total",), "by:mode"),
-    "is_cuda_graph": ("sglang:is_cuda_graph", ("sglang:is_cuda_graph",), "series"),
-    "queue_max": ("sglang:num_queue_reqs", ("sglang:num_queue_reqs",), "series"),
-    "running_max": ("sglang:num_running_reqs", ("sglang:num_running_reqs",), "series"),
-    "token_usage_max": ("sglang:token_usage", ("sglang:token_usage",), "series"),
-    "retracted_requests": ("sglang:num_retracted_requests_total", ("sglang:num_retracted_requests_total",), "sum"),
-    "retracted_max": ("sglang:num_retracted_reqs", ("sglang:num_retracted_reqs",), "series"),
-    "retracted_input_tokens": ("sglang:num_retracted_input_tokens_total",
-                               ("sglang:num_retracted_input_tokens_total",), "sum"),
-    "retracted_output_tokens": ("sglang:num_retracted_output_tokens_total",
-                                ("sglang:num_retracted_output_tokens_total",), "sum"),
-    "queue_time_sum": ("sglang:queue_time_seconds", ("sglang:queue_time_seconds_sum",), "sum"),
-    "queue_time_count": ("sglang:queue_time_seconds", ("sglang:queue_time_seconds_count",), "sum"),
-    "ttft_sum": ("sglang:time_to_first_token_seconds", ("sglang:time_to_first_token_seconds_sum",), "sum"),
-    "prompt_tokens": ("sglang:prompt_tokens_total", ("sglang:prompt_tokens_total",), "sum"),
-    "cached_tokens": ("sglang:cached_tokens_total", ("sglang:cached_tokens_total",), "by:cache_source"),
-    "accept_length": ("sglang:spec_accept_length", ("sglang:spec_accept_length",), "positive"),
+    "graph_passes": (m.CUDA_GRAPH_PASSES, (m.CUDA_GRAPH_PASSES,), "by:mode"),
+    "is_cuda_graph": (m.IS_CUDA_GRAPH, (m.IS_CUDA_GRAPH,), "series"),
+    "queue_max": (m.NUM_QUEUE_REQS, (m.NUM_QUEUE_REQS,), "series"),
+    "running_max": (m.NUM_RUNNING_REQS, (m.NUM_RUNNING_REQS,), "series"),
+    "token_usage_max": (m.TOKEN_USAGE, (m.TOKEN_USAGE,), "series"),
+    "retracted_requests": (m.NUM_RETRACTED_REQUESTS, (m.NUM_RETRACTED_REQUESTS,), "sum"),
+    "retracted_max": (m.NUM_RETRACTED_REQS, (m.NUM_RETRACTED_REQS,), "series"),
+    "retracted_input_tokens": (m.NUM_RETRACTED_INPUT_TOKENS, (m.NUM_RETRACTED_INPUT_TOKENS,), "sum"),
+    "retracted_output_tokens": (m.NUM_RETRACTED_OUTPUT_TOKENS, (m.NUM_RETRACTED_OUTPUT_TOKENS,), "sum"),
+    "queue_time_sum": (m.QUEUE_TIME, (m.QUEUE_TIME + "_sum",), "sum"),
+    "queue_time_count": (m.QUEUE_TIME, (m.QUEUE_TIME + "_count",), "sum"),
+    "ttft_sum": (m.TIME_TO_FIRST_TOKEN, (m.TIME_TO_FIRST_TOKEN + "_sum",), "sum"),
+    "prompt_tokens": (m.PROMPT_TOKENS, (m.PROMPT_TOKENS,), "sum"),
+    "cached_tokens": (m.CACHED_TOKENS, (m.CACHED_TOKENS,), "by:cache_source"),
+    "accept_length": (m.SPEC_ACCEPT_LENGTH, (m.SPEC_ACCEPT_LENGTH,), "positive"),
 }
 
 
@@ -241,6 +245,6 @@ def page_facts(page, *, source: str = "/metrics", names=None, at: float | None =
                 continue
         facts[key] = {"status": "measured", "metric": metric, "query": f"{samples[0]} in {source}", "site": site,
                       "values": values, "at_scrape": shape in ("series", "positive")}
-    facts["accept_length_over_time"] = {"status": "no series", "metric": "sglang:spec_accept_length",
+    facts["accept_length_over_time"] = {"status": "no series", "metric": m.SPEC_ACCEPT_LENGTH,
                                         "why": "one /metrics page has no history: give --prometheus URL"}
     return facts

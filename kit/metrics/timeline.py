@@ -24,22 +24,33 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit._text import plain
 from kit.errors import MetricsError
 
+from .names import (
+    GEN_THROUGHPUT,
+    GENERATION_TOKENS,
+    NUM_QUEUE_REQS,
+    NUM_REQUESTS,
+    NUM_RUNNING_REQS,
+    PROMPT_TOKENS,
+    SPEC_ACCEPT_LENGTH,
+    TOKEN_USAGE,
+)
 from .series import empty_frame, epochs, parse_duration
 
 __all__ = ["PANELS", "Restart", "Timeline", "timeline"]
 
-# What the timeline plots, in order: label -> metric (srt/observability/metrics_collector.py).
+# What the timeline plots, in order: label -> metric (kit.metrics.names).
 PANELS = {
-    "gen throughput (tok/s)": "sglang:gen_throughput",
-    "accept length": "sglang:spec_accept_length",
-    "queued requests": "sglang:num_queue_reqs",
-    "running requests": "sglang:num_running_reqs",
-    "token usage": "sglang:token_usage",
+    "gen throughput (tok/s)": GEN_THROUGHPUT,
+    "accept length": SPEC_ACCEPT_LENGTH,
+    "queued requests": NUM_QUEUE_REQS,
+    "running requests": NUM_RUNNING_REQS,
+    "token usage": TOKEN_USAGE,
 }
-ACCEPT = "sglang:spec_accept_length"
-COUNTERS = ("sglang:num_requests_total", "sglang:generation_tokens_total", "sglang:prompt_tokens_total")
+ACCEPT = SPEC_ACCEPT_LENGTH
+COUNTERS = (NUM_REQUESTS, GENERATION_TOKENS, PROMPT_TOKENS)
 
 
 @dataclass
@@ -56,7 +67,7 @@ class Restart:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "at": _iso(self.at), "until": _iso(self.until or self.at), "evidence": self.evidence,
-                "launch_changes": [{"flag": f, "before": _plain(a), "after": _plain(b)}
+                "launch_changes": [{"flag": f, "before": plain(a, str), "after": plain(b, str)}
                                    for f, a, b in self.launch_changes],
                 "version": list(self.version) if self.version else None, "log_line": self.log_line}
 
@@ -101,7 +112,7 @@ class Timeline:
             if r.version and r.version[0] != r.version[1]:
                 out.append(f"      sglang {r.version[0]} -> {r.version[1]}")
             for flag, a, b in r.launch_changes[:20]:
-                out.append(f"      {flag}: {_plain(a)} -> {_plain(b)}")
+                out.append(f"      {flag}: {plain(a, str)} -> {plain(b, str)}")
             if len(r.launch_changes) > 20:
                 out.append(f"      ... {len(r.launch_changes) - 20} more settings changed")
         out.append("")
@@ -289,7 +300,7 @@ def _no_series(metric: str, names) -> str:
     decl = names.find(metric) if names is not None else None
     head = f"declared by sglang {names.version} ({decl.site}), but no series in this span" if decl else \
         "no series in this span"
-    why = ("sglang reports it only while speculative decoding runs" if metric == "sglang:spec_accept_length"
+    why = ("sglang reports it only while speculative decoding runs" if metric == ACCEPT
            else "the server reported none (metrics off, the server down, or outside the selector)")
     return f"{head}: {why}; a missing series is not a zero"
 
@@ -372,7 +383,7 @@ def _segments(frame, restarts: list[Restart], start: float, end: float):
             points = part[part["metric"] == metric] if len(part) else part
             if len(points) and (points["source"] == "prometheus").any():
                 points = points[points["source"] == "prometheus"]
-            if metric == "sglang:spec_accept_length" and len(points):
+            if metric == ACCEPT and len(points):
                 points = points[points["value"] > 0]  # >= 1 when measured; 0 is the gauge before any batch
             row[label] = float(points["value"].median()) if len(points) else None
         rows.append(row)
@@ -412,7 +423,3 @@ def _fmt(v) -> str:
 
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def _plain(v):
-    return v if isinstance(v, (str, int, float, bool, type(None))) else str(v)

@@ -32,12 +32,12 @@ first (kit.server_args.lineage): `why disable_piecewise_cuda_graph` on 0.5.18 ex
 
 from .choices import Choice, choice
 from .compute import SERVER_ARGS, Computed, compute
-from .explain import CUDA_PROBES, explain, explain_server, normalize_flag
+from .explain import CUDA_PROBES, explain, explain_server, normalize_flag, why
 from .fixes import Escape, Refusal, escapes, refusals
 from .reach import Reach, Reacher
 from .result import AssignmentSite, FlagExplanation, Guard
 from .startup import StartupCheck, StartupReport, check_functions
 from .startup import evaluate as startup_checks
 
-__all__ = ["CUDA_PROBES", "SERVER_ARGS", "AssignmentSite", "Choice", "Computed", "compute", "Escape", "FlagExplanation", "Guard", "Reach", "Reacher", "Refusal", "choice", "escapes", "explain", "explain_server",
+__all__ = ["CUDA_PROBES", "SERVER_ARGS", "AssignmentSite", "Choice", "Computed", "compute", "Escape", "FlagExplanation", "Guard", "Reach", "Reacher", "Refusal", "choice", "escapes", "explain", "explain_server", "why",
            "normalize_flag", "refusals", "StartupCheck", "StartupReport", "check_functions", "startup_checks"]

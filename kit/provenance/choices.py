@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit._pysource import Evaluator
+from kit._text import short_path
 from kit.model_config import load_model_config
 
 from .explain import _Defaults
@@ -36,7 +37,7 @@ class Choice:
 
     @property
     def where(self) -> str:
-        return self.site.where.removeprefix("sglang/") if self.site is not None else ""
+        return short_path(self.site.where) if self.site is not None else ""
 
 
 def choice(tree, function: str | tuple[str, ...], snapshot=None, model_config=None, *, under: str = "srt",

@@ -111,6 +111,26 @@ def explain_server(server, flag: str, tree=None, **options) -> FlagExplanation:
                    environ=environ, **options)
 
 
+def why(flag: str, target: str = "local", *, host=None, server=None, pid: int | None = None,
+        port: int | None = None, tree=None, **options) -> FlagExplanation:
+    """Why ``flag`` has its value on the SGLang server at ``target`` (``lab``, ``local``, an SSH target;
+    ``host`` reuses an open connection, ``server`` a server already found): :func:`explain_server` with
+    the server's own sglang source (copied once to this machine when remote), effective arguments,
+    model config, launch command and environment. ``options`` go to :func:`explain` (``snapshot``,
+    ``model_config``, ``command``, ``probes``). ``kit.why`` is this function; ``sgl-kit why`` prints it."""
+    from kit.source import source_for_server
+    from kit.target import connect, resolve_server
+
+    opened = connect(target) if host is None and server is None else None
+    try:
+        if server is None:
+            server = resolve_server(host or opened, target, pid=pid, port=port, prefetch={"probes": True})
+        return explain_server(server, flag, tree if tree is not None else source_for_server(server), **options)
+    finally:
+        if opened is not None:
+            opened.close()
+
+
 def _environment(environ):
     if environ is None or isinstance(environ, Environment):
         return environ

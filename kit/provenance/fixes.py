@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kit._text import short_path
 from kit.errors import KitError
 from kit.server_args import flag_table
 
@@ -62,7 +63,7 @@ def escapes(tree, explanation, *, sites=None) -> list[Escape]:
                 continue
             spec = next((s for s in flags if s.field == match.group(1) and s.kind == "store_true"), None)
             if spec is not None:
-                path = site.file.split("/", 1)[1] if site.file.startswith("sglang/") else site.file
+                path = short_path(site.file)
                 found.setdefault(spec.name, Escape(spec.name, spec.field, f"{path}:{guard.line}", guard.text))
     return list(found.values())
 

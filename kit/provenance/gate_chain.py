@@ -1,16 +1,17 @@
 """What kit.provenance.gates finds: one refusal of a fast path (``GateStep``) and all of them for one
-launch (``GateChain``), with the mechanisms it knows (``kit/data/mechanisms.yaml``)."""
+launch (``GateChain``), with the fast paths it knows (``kit/data/fast_paths.yaml``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from kit._data import DATA, load_yaml
-from kit.errors import KitError
+from kit._text import wrap
+from kit.errors import DataFileError
 
-__all__ = ["BATCHES", "GateChain", "GateStep", "MECHANISMS", "REQUEST", "mechanism_names", "spec_data"]
+__all__ = ["BATCHES", "FAST_PATHS", "GateChain", "GateStep", "REQUEST", "fast_path_names", "spec_data"]
 
-_SPEC = DATA / "mechanisms.yaml"
+_SPEC = DATA / "fast_paths.yaml"
 
 # What the batch a gate is asked about carries, besides what the source says (forward mode, hidden
 # states): a plain text request, its fields at their ForwardBatch defaults. Request-dependent fields
@@ -49,7 +50,7 @@ class GateStep:
 class GateChain:
     """Every refusal of one fast path in one release, evaluated for one launch."""
 
-    mechanism: str
+    fast_path: str
     title: str
     version: str | None
     batch: str
@@ -59,7 +60,7 @@ class GateChain:
     requires: GateChain | None = None
 
     def __repr__(self) -> str:
-        return f"<GateChain {self.mechanism} sglang {self.version}: {self.verdict}, {len(self.steps)} refusals>"
+        return f"<GateChain {self.fast_path} sglang {self.version}: {self.verdict}, {len(self.steps)} refusals>"
 
     @property
     def read(self) -> bool:
@@ -110,14 +111,8 @@ class GateChain:
     def to_text(self, width: int = 100, every: bool = False, restored: bool = False) -> str:
         """The chain for a person: the verdict, then each check in order (passing ones folded unless
         ``every``), each with its site, condition, verdict and why; then what the batch was read as."""
-        import textwrap
-
-        def wrap(text: str, first: str = "", rest: str = "    ") -> str:
-            return "\n".join(textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
-                                            break_on_hyphens=False, break_long_words=False)) or first
-
         head = f"{self.title}, sglang {self.version}" + (" (the launch with it turned back on)" if restored else "")
-        out = [head, wrap(f"verdict: {self.verdict}: {self.sentence()}", "", "  "), ""]
+        out = [head, wrap(f"verdict: {self.verdict}: {self.sentence()}", width, "", "  "), ""]
         marks = {"refuses": "REFUSES", "passes": "passes", "depends": "depends", "unknown": "unknown"}
         folded = 0
         for stage, label in (("setup", "at startup (the path is built, or not)"),
@@ -132,39 +127,39 @@ class GateChain:
                     continue
                 via = f" (in {s.via})" if s.via else ""
                 typical = ""
-                out.append(wrap(f"{marks[s.verdict]:8} {s.where}{via}: {s.text}", "  ", "           "))
+                out.append(wrap(f"{marks[s.verdict]:8} {s.where}{via}: {s.text}", width, "  ", "           "))
                 why = s.reason if s.verdict != "passes" else ""
                 if why or typical:
-                    out.append(wrap((why + typical).lstrip("; "), "           ", "           "))
+                    out.append(wrap((why + typical).lstrip("; "), width, "           ", "           "))
                 if s.message and s.verdict in ("refuses", "unknown"):
-                    out.append(wrap(f"its log line: {s.message!r}", "           ", "           "))
+                    out.append(wrap(f"its log line: {s.message!r}", width, "           ", "           "))
         if folded:
             out.append(f"  ({folded} checks pass for this launch; --all lists them)")
         if self.requires is not None:
             out += ["", f"it runs inside {self.requires.title}: {self.requires.verdict} "
                         f"({self.requires.sentence()})"]
         if self.facts:
-            out += ["", "read as:"] + [wrap(f"- {f}", "  ", "    ") for f in self.facts]
+            out += ["", "read as:"] + [wrap(f"- {f}", width, "  ", "    ") for f in self.facts]
         if self.notes:
-            out += ["", "notes:"] + [wrap(f"- {n}", "  ", "    ") for n in self.notes]
+            out += ["", "notes:"] + [wrap(f"- {n}", width, "  ", "    ") for n in self.notes]
         return "\n".join(out) + "\n"
 
     def to_dict(self) -> dict:
-        return {"mechanism": self.mechanism, "title": self.title, "version": self.version, "batch": self.batch,
+        return {"fast_path": self.fast_path, "title": self.title, "version": self.version, "batch": self.batch,
                 "verdict": self.verdict, "sentence": self.sentence(),
                 "blocking": self.blocking.to_dict() if self.blocking else None,
                 "steps": [s.to_dict() for s in self.steps], "facts": list(self.facts), "notes": list(self.notes),
                 "requires": self.requires.to_dict() if self.requires is not None else None}
 
 
-def mechanism_names() -> list[str]:
-    return list(MECHANISMS)
+def fast_path_names() -> list[str]:
+    return list(FAST_PATHS)
 
 
 def _load() -> dict:
     data = load_yaml(_SPEC)
     if not isinstance(data, dict):
-        raise KitError(f"{_SPEC} is not a mapping of mechanisms")
+        raise DataFileError(f"{_SPEC} is not a mapping of fast paths")
     return data
 
 
@@ -173,9 +168,9 @@ def _load() -> dict:
 
 
 def spec_data() -> dict:
-    """The whole of kit/data/mechanisms.yaml (the mechanisms and the tables beside them)."""
+    """The whole of kit/data/fast_paths.yaml (the fast paths and the tables beside them)."""
     return _DATA
 
 
 _DATA = _load()
-MECHANISMS: dict[str, dict] = {k: v for k, v in _DATA.items() if isinstance(v, dict) and "title" in v}
+FAST_PATHS: dict[str, dict] = {k: v for k, v in _DATA.items() if isinstance(v, dict) and "title" in v}

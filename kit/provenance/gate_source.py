@@ -9,6 +9,7 @@ from typing import Any
 
 from kit._pysource import Env, Evaluator, Scope, Unknown, const
 from kit._pysource.values import Stated
+from kit._text import short_path
 
 
 def worker_extend_modes(tree, modules, ev: Evaluator, worker: Stated) -> list[tuple[Any, str]]:
@@ -54,7 +55,7 @@ def worker_extend_modes(tree, modules, ev: Evaluator, worker: Stated) -> list[tu
                     continue
                 value = ev.ev(expr, env)
                 if not isinstance(value, Unknown):
-                    out.append((value, f"{short(module.display)}:{line}"))
+                    out.append((value, f"{short_path(module.display)}:{line}"))
     return out
 
 
@@ -111,7 +112,7 @@ def assigned_after_init(module, cls, modules) -> dict[str, str]:
                 for target in targets(node) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else ():
                     if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                             and target.value.id == "self"):
-                        out.setdefault(target.attr, f"{c.name}.{func.name}, {short(m.display)}:{node.lineno}")
+                        out.setdefault(target.attr, f"{c.name}.{func.name}, {short_path(m.display)}:{node.lineno}")
     return out
 
 
@@ -199,20 +200,11 @@ def atom(node: ast.expr) -> bool:
     return isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant))
 
 
-def squash(text: str, width: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 def qual(module, func) -> str:
     for node in ast.walk(module.tree):
         if isinstance(node, ast.ClassDef) and any(b is func for b in node.body):
             return f"{node.name}.{func.name}"
     return func.name
-
-
-def short(path: str) -> str:
-    return path.removeprefix("sglang/")
 
 
 def line_of(where: str) -> int:
@@ -239,9 +231,3 @@ def log_message(module, guard_line: int, return_line: int) -> str:
 def message_in(message: str, log: str) -> bool:
     fixed = [p for p in message.split("*") if len(p.strip()) > 12]
     return bool(fixed) and all(p.strip() in log for p in fixed)
-
-
-def show(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-

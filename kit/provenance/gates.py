@@ -13,7 +13,7 @@ its verdict for this launch:
   captured sizes): ``typical`` says what it does for a plain text request;
 - ``unknown``: the evidence cannot decide; ``reason`` says what it would take.
 
-What the functions are is data (``kit/data/mechanisms.yaml``); how a batch looks is read from the
+What the functions are is data (``kit/data/fast_paths.yaml``); how a batch looks is read from the
 source too: its forward mode, the hidden states the speculative worker asks of the target
 (``capture_hidden_mode``), and the dataclass defaults of ``ForwardBatch`` for the request-dependent
 fields. The runner's own values (``self.capture_hidden_mode``) come from running its ``__init__``
@@ -30,10 +30,11 @@ from kit._pysource import Env, Evaluator, Scope, Unknown, class_fields, const, t
 from kit._pysource.modules import bound_names as _bound
 from kit._pysource.modules import method_named
 from kit._pysource.values import MISSING_FACT, ClassRef, EnumMember, Stated
-from kit.errors import KitError
+from kit._text import clip, short_path
+from kit.errors import UsageError
 
 from .explain import _Defaults
-from .gate_chain import BATCHES, MECHANISMS, REQUEST, GateChain, GateStep, mechanism_names, spec_data
+from .gate_chain import BATCHES, FAST_PATHS, REQUEST, GateChain, GateStep, fast_path_names, spec_data
 from .gate_source import (
     assigned_after_init as _assigned_after_init,
 )
@@ -89,15 +90,6 @@ from .gate_source import (
     self_method as _self_method,
 )
 from .gate_source import (
-    short as _short,
-)
-from .gate_source import (
-    show as _show,
-)
-from .gate_source import (
-    squash as _squash,
-)
-from .gate_source import (
     targets as _targets,
 )
 from .gate_source import (
@@ -109,31 +101,31 @@ from .gate_source import (
 from .guards import explain_write
 from .sites import Write, index_for
 
-__all__ = ["BATCHES", "GateChain", "GateStep", "MECHANISMS", "gate_chain", "mechanism_names"]
+__all__ = ["BATCHES", "FAST_PATHS", "GateChain", "GateStep", "fast_path_names", "gate_chain"]
 
 _REQUEST = REQUEST
 
 # --------------------------------------------------------------------------- entry point
 
 
-def gate_chain(tree, mechanism: str, snapshot=None, model_config=None, *, facts: dict | None = None,
+def gate_chain(tree, fast_path: str, snapshot=None, model_config=None, *, facts: dict | None = None,
                probes: dict | None = None, log_text: str | None = None) -> GateChain:
-    """The refusals of ``mechanism`` (a key of kit/data/mechanisms.yaml) in ``tree``'s release, for the
+    """The refusals of ``fast_path`` (a key of kit/data/fast_paths.yaml) in ``tree``'s release, for the
     launch whose resolved arguments are ``snapshot`` (a dict or ServerArgsSnapshot).
 
     ``facts`` are what the evidence says of the machine (``p2p``, ``full_nvlink``, ``same_node``: True,
     False or absent); ``probes`` answers hardware probes (``is_cuda``); ``log_text``, the server's log,
     decides setup refusals that log a message (and the setup as a whole when it logs the capture).
     """
-    spec = MECHANISMS.get(mechanism)
+    spec = FAST_PATHS.get(fast_path)
     if spec is None:
-        raise KitError(f"no mechanism {mechanism!r}", hint=f"one of {', '.join(MECHANISMS)}")
+        raise UsageError(f"no fast path {fast_path!r}", hint=f"one of {', '.join(FAST_PATHS)}")
     from kit.model_config import load_model_config
 
     values = dict(getattr(snapshot, "fields", snapshot) or {})
     reader = _Reader(tree, spec, values, load_model_config(model_config), dict(facts or {}), dict(probes or {}),
                      log_text)
-    chain = GateChain(mechanism, str(spec.get("title", mechanism)), getattr(tree, "version", None),
+    chain = GateChain(fast_path, str(spec.get("title", fast_path)), getattr(tree, "version", None),
                       BATCHES.get(str(spec.get("batch", "")), ""))
     if spec.get("requires"):
         chain.requires = gate_chain(tree, str(spec["requires"]), snapshot, model_config, facts=facts,
@@ -142,7 +134,7 @@ def gate_chain(tree, mechanism: str, snapshot=None, model_config=None, *, facts:
     return chain
 
 
-# --------------------------------------------------------------------------- reading one mechanism
+# --------------------------------------------------------------------------- reading one fast path
 
 
 class _Reader:
@@ -282,7 +274,7 @@ class _Reader:
                         own = [g.passes for g in site.guards if g.kind in ("if", "else")]
                         status = "not fired" if False in own else ("fired" if all(p is True for p in own)
                                                                    else "unknown")
-                        sites.append((runner, status, f"{_short(module.display)}:{stmt.lineno}"))
+                        sites.append((runner, status, f"{short_path(module.display)}:{stmt.lineno}"))
         fired = [s for s in sites if s[1] == "fired"]
         if fired:
             return fired[0][0]
@@ -363,11 +355,11 @@ class _Reader:
             value = thunk.force(ev)
             if not isinstance(value, Unknown) and name not in memo:
                 memo[name] = True
-                lines = [f"{_short(m.display)}:{n.lineno}" for m, _c, init in inits for n in ast.walk(init)
+                lines = [f"{short_path(m.display)}:{n.lineno}" for m, _c, init in inits for n in ast.walk(init)
                          if isinstance(n, (ast.Assign, ast.AnnAssign)) and any(
                              isinstance(t, ast.Attribute) and t.attr == name and ast.unparse(t.value) == "self"
                              for t in _targets(n))]
-                self.fact_lines.append(f"self.{name} = {_show(value)} (set in {cls.name}.__init__ at "
+                self.fact_lines.append(f"self.{name} = {clip(repr(value), 60)} (set in {cls.name}.__init__ at "
                                        f"{', '.join(lines) or 'a line not found'})")
             return value
 
@@ -475,9 +467,9 @@ class _Reader:
                 continue
             steps += self._refusal(module, func, ret, ev, bind, "setup")
         followed, replaced = self._none_results(module, func, ev, bind)
-        steps = [s for s in steps if _line(s.where) not in replaced or s.where.rsplit(":", 1)[0] != _short(module.display)]
+        steps = [s for s in steps if _line(s.where) not in replaced or s.where.rsplit(":", 1)[0] != short_path(module.display)]
         steps += followed
-        return sorted(steps, key=lambda s: (s.where.rsplit(":", 1)[0] != _short(module.display), _line(s.where)))
+        return sorted(steps, key=lambda s: (s.where.rsplit(":", 1)[0] != short_path(module.display), _line(s.where)))
 
     def _none_results(self, module, func, ev: Evaluator, bind: dict) -> tuple[list[GateStep], set[int]]:
         """``x = helper(...)`` then ``if x is None: return``: helper's ``return None``s refuse too (its
@@ -598,7 +590,7 @@ class _Reader:
         else:
             verdict = "unknown"
         reason = "; ".join(dict.fromkeys(g.reason for g in own if g.reason))
-        step = GateStep(f"{_short(module.display)}:{own[-1].line}", _qual(module, func), text, stage, verdict,
+        step = GateStep(f"{short_path(module.display)}:{own[-1].line}", _qual(module, func), text, stage, verdict,
                         reason=reason, message=_log_message(module, own[-1].line, ret.lineno), via=via)
         return [step]
 
@@ -619,13 +611,13 @@ class _Reader:
         if isinstance(part, ast.Name):
             assign = _local_assignment(func, part.id, ret.lineno)
             if assign is not None:
-                text = f"not {part.id} ({part.id} = {_squash(ast.unparse(assign.value))})"
+                text = f"not {part.id} ({part.id} = {clip(ast.unparse(assign.value), 160)})"
                 line = assign.lineno
         if isinstance(t, Unknown):
             verdict, reason = "unknown", t.reason
         else:
             verdict, reason = ("refuses" if t else "passes"), "; ".join(notes)
-        return [GateStep(f"{_short(module.display)}:{line}", _qual(module, func), text, "gate", verdict,
+        return [GateStep(f"{short_path(module.display)}:{line}", _qual(module, func), text, "gate", verdict,
                          reason=reason, via=via)]
 
     # ---- a condition of another chain (torch.compile's compile_bs)
@@ -645,7 +637,7 @@ class _Reader:
             if assign is None:
                 continue
             conditions = [n for n in ast.walk(assign.value) if isinstance(n, ast.IfExp)]
-            where = f"{_short(module.display)}:{assign.lineno}"
+            where = f"{short_path(module.display)}:{assign.lineno}"
             for cond in conditions:
                 with _parameters(ev, {"server_args": ev.args}):
                     value, notes = ev.collect(lambda c=cond, m=module: ev.ev(c.test, Env({"server_args": const(ev.args)},
@@ -656,7 +648,7 @@ class _Reader:
                                             verdict, reason=t.reason if isinstance(t, Unknown) else "; ".join(notes)))
             bound = [n for n in ast.walk(assign.value) if isinstance(n, ast.Compare)]
             for comp in bound:
-                chain.steps.append(GateStep(where, _qual(module, func), f"not ({_squash(ast.unparse(comp))})", "gate",
+                chain.steps.append(GateStep(where, _qual(module, func), f"not ({clip(ast.unparse(comp), 160)})", "gate",
                                             "depends", typical="", reads=["batch size"],
                                             reason="only the captured batch sizes that satisfy it are compiled"))
             return

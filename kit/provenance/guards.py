@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, replace
 
 from kit._pysource import Env, Evaluator, ModuleInfo, Unknown, const, param_names, truth
+from kit._text import clip
 
 from .result import AssignmentSite, Guard
 from .sites import Write, first_line
@@ -601,7 +602,7 @@ def _comment_block(lines: list[str], above: int, floor: int) -> tuple[str, int |
     numbered = [i for i, (_, t) in enumerate(block) if _NUMBERED.match(t)]
     chosen = block[numbered[-1] :] if numbered else block
     label = " ".join(t for _, t in chosen if t)
-    return (label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 3] + "..."), chosen[0][0]
+    return clip(label, _MAX_LABEL), chosen[0][0]
 
 
 def _finish(site: AssignmentSite, module: ModuleInfo, ev: Evaluator | None) -> AssignmentSite:

@@ -17,6 +17,7 @@ import ast
 from dataclasses import dataclass, field
 
 from kit._pysource import Evaluator, ModuleInfo
+from kit._text import short_path
 from kit.model_config import load_model_config
 
 from .explain import _Defaults, _environment, _Known, _snapshot_values
@@ -152,7 +153,7 @@ class Reacher:
 
 def _split(where: str) -> tuple[str, int | None]:
     path, _, line = where.rpartition(":")
-    path = path.removeprefix("sglang/")
+    path = short_path(path)
     try:
         return path, int(line.split("-")[0])
     except ValueError:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 import re
-import textwrap
+
+from kit._text import clip, short_path, wrap
 
 
 def _mark(guard) -> str:  # a Guard
@@ -12,11 +13,11 @@ def _mark(guard) -> str:  # a Guard
 
 
 def render_text(exp, width: int) -> str:  # exp: a FlagExplanation
-    out = [_wrap(exp.lineage, width, "", "  ")] if exp.lineage else []
+    out = [wrap(exp.lineage, width, "", "  ")] if exp.lineage else []
     out.append(exp.headline)
     if exp.resolved:
-        out.append(_wrap(exp.resolved, width, "", "  "))
-    out.extend(_wrap(note, width, "", "  ") for note in exp.notes)
+        out.append(wrap(exp.resolved, width, "", "  "))
+    out.extend(wrap(note, width, "", "  ") for note in exp.notes)
     if exp.origin:
         out.append(exp.origin)
     if exp.hint:
@@ -26,35 +27,35 @@ def render_text(exp, width: int) -> str:  # exp: a FlagExplanation
     if not exp.evaluated:
         out.append("guards not evaluated: pass snapshot= (the server args from the log) and model_config=")
     rows = [
-        (s.status, f"{_short_file(s.file)}:{s.line}", s.function, s.rule or "-", s.value_text)
+        (s.status, f"{short_path(s.file)}:{s.line}", s.function, s.rule or "-", s.value_text)
         for s in exp.ordered()
     ]
     heads = ("STATUS", "WHERE", "FUNCTION", "RULE", "VALUE")
     widths = [
-        max(len(h), *(len(_clip(r[i], 48)) for r in rows)) if rows else len(h) for i, h in enumerate(heads)
+        max(len(h), *(len(clip(r[i], 48)) for r in rows)) if rows else len(h) for i, h in enumerate(heads)
     ]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     out.append(fmt.format(*heads).rstrip())
     for site, row in zip(exp.ordered(), rows, strict=True):
-        out.append(fmt.format(*(_clip(c, 48) for c in row)).rstrip())
+        out.append(fmt.format(*(clip(c, 48) for c in row)).rstrip())
         out.extend(_site_detail(site, width))
     return "\n".join(out)
 
 
 def _site_detail(site, width: int) -> list[str]:  # an AssignmentSite
     pad = "    "
-    lines = [pad + _clip(line, width - len(pad)) for line in _caller_lines(site.guards)]
+    lines = [pad + clip(line, width - len(pad)) for line in _caller_lines(site.guards)]
     guards = " and ".join(
         f"{_paren(g.condition)} [{_mark(g)}]" for g in site.guards if g.kind not in ("earlier rule", "caller")
     )
     earlier = sum(1 for g in site.guards if g.kind == "earlier rule")
     if earlier:
         guards += f" (after {earlier} earlier rules)"
-    lines += [pad + _clip("if " + guards, width - len(pad))] if guards else []
+    lines += [pad + clip("if " + guards, width - len(pad))] if guards else []
     if site.fired:
-        lines += [_wrap(f"- {note}", width, pad, pad + "  ") for note in site.evidence]
+        lines += [wrap(f"- {note}", width, pad, pad + "  ") for note in site.evidence]
     elif site.status_reason:
-        lines.append(_wrap(f"why: {site.status_reason}", width, pad, pad + "     "))
+        lines.append(wrap(f"why: {site.status_reason}", width, pad, pad + "     "))
     return lines
 
 
@@ -68,21 +69,8 @@ def _caller_lines(guards) -> list[str]:
     for where, members in groups.items():
         conds = [g for g in members if g.rule != "(call)"]  # "(call)": the call itself, unconditional
         tail = " and ".join(f"{_paren(g.condition)} [{_mark(g)}]" for g in conds)
-        lines.append(f"called at {_short_file(where)}" + (f" if {tail}" if tail else ""))
+        lines.append(f"called at {short_path(where)}" + (f" if {tail}" if tail else ""))
     return lines
-
-
-def _wrap(text: str, width: int, first: str, rest: str) -> str:
-    return textwrap.fill(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
-
-
-def _short_file(path: str) -> str:
-    return path.split("/", 1)[1] if path.startswith("sglang/") else path
-
-
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def render_html(exp) -> str:  # exp: a FlagExplanation
@@ -101,7 +89,7 @@ def render_html(exp) -> str:  # exp: a FlagExplanation
 
     def guard_html(g) -> str:
         mark = {"ok": "#1a7f37", "NO": "#cf222e", "?": "#9a6700"}[_mark(g)]
-        where = f"called at {breakable(_short_file(g.where))} if " if g.kind == "caller" else ""
+        where = f"called at {breakable(short_path(g.where))} if " if g.kind == "caller" else ""
         kind = "(early return) " if g.kind == "early return" else (
             f"(earlier rule {e(g.rule)} did not match) " if g.kind == "earlier rule" else "")
         why = [r for r in (g.reason.split("; ") if g.reason else list(g.notes)) if r]
@@ -130,7 +118,7 @@ def render_html(exp) -> str:  # exp: a FlagExplanation
             own = [g for g in s.guards if key(g) not in common]
             rows.append([
                 e(s.status),
-                f"<code>{breakable(_short_file(s.where))}</code><br><code>{breakable(s.function)}</code>"
+                f"<code>{breakable(short_path(s.where))}</code><br><code>{breakable(s.function)}</code>"
                 + (f"<br>{e(s.rule)}" if s.rule else "")
                 + f"<details><summary>source</summary><pre style='white-space:pre;overflow-x:auto'>"
                   f"{e(s.snippet)}</pre></details>",

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kit._pysource import Evaluator, Members, ModuleInfo, Partial, Unknown, built_attribute, render, unknown
+from kit._text import short_path
 
 from .guards import call_orders, explain_write
 from .result import AssignmentSite
@@ -86,7 +87,7 @@ class _State:
             return
         else:
             before = f"{old!r} unless " if old is not _LAUNCH and not isinstance(old, Unknown) else ""
-            new = unknown(self.path, f"{before}{site.where.removeprefix('sglang/')} may set it to {site.value_text} "
+            new = unknown(self.path, f"{before}{short_path(site.where)} may set it to {site.value_text} "
                                      f"({site.status_reason})")
             text = new.reason
         if into is not None:
@@ -154,7 +155,7 @@ def _advance(state: _State, e: _Entry, sites: list[AssignmentSite], values: dict
     compute = values.get(id(e.write))
     value, notes = compute() if compute is not None else (unknown(e.write.target, "not evaluated"), [])
     for site in sites:
-        how = f"set by {site.where.removeprefix('sglang/')} ({site.function})"
+        how = f"set by {short_path(site.where)} ({site.function})"
         if site.target == state.path:
             # A `_set(phase, key, value)` helper writes into the local being built; it lands when the
             # object is assigned. Any other write lands at once.
@@ -165,7 +166,7 @@ def _advance(state: _State, e: _Entry, sites: list[AssignmentSite], values: dict
 
 def _built(state: _State, e: _Entry, site: AssignmentSite, ev: Evaluator) -> None:
     """The whole object is assigned: its value is what the helpers wrote into it, else its default."""
-    where = site.where.removeprefix("sglang/")
+    where = short_path(site.where)
     if site.function in state.pending:
         value, how = state.pending[site.function]
     else:

@@ -26,6 +26,7 @@ import ast
 from dataclasses import dataclass, field
 
 from kit._pysource import Evaluator, has_unknown, render, truth, unknown
+from kit._text import short_path
 from kit.model_config import load_model_config
 from kit.server_args import cli_defaults
 
@@ -346,7 +347,7 @@ def write_status(tree, where: str, values: dict, model_config=None) -> tuple[str
     """Whether the statement at ``where`` (``srt/server_args.py:2433``) runs for a launch whose fields are
     ``values``: "fired", "not fired" or "unknown", with why; the guards of its function and of the calls
     that reach it in its module."""
-    path, line = where.removeprefix("sglang/").rsplit(":", 1)
+    path, line = short_path(where).rsplit(":", 1)
     index = index_for(tree)
     module = index.modules.get(path)
     if module is None:

@@ -17,8 +17,13 @@ What counts as a secret, and the forms it is found in, is the docstring of
 
 from __future__ import annotations
 
+from kit._verbs import make_callable
+
 from .build import ReportResult, build_report, hosts_summary, kept_summary, redaction_summary, scope_note
 from .redaction import Redactor, redact, redact_notebook
 
 __all__ = ["Redactor", "ReportResult", "build_report", "hosts_summary", "kept_summary", "redact", "redact_notebook",
            "redaction_summary", "scope_note"]
+
+
+make_callable(__name__, "build_report")  # kit.report([...], out) is build_report([...], out)

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kit._version import __version__
-from kit.errors import KitError
+from kit.errors import ReportError
 
 from .redaction import HOST_KINDS, Redactor, redact_notebooks, secret_count
 from .scanner import detect_secrets_version
@@ -63,6 +63,12 @@ class ReportResult:
     def __str__(self) -> str:
         return f"{self.path} ({_size(self.bytes)}): {self.summary()}"
 
+    def _repr_html_(self) -> str:
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<div><b>report written</b>: <code>{html.escape(str(self.path))}</code> ({_size(self.bytes)}, "
+                f"{self.format}, {len(self.notebooks)} notebook{'' if len(self.notebooks) == 1 else 's'})<br>"
+                f"{html.escape(self.summary())}{f'<ul>{notes}</ul>' if notes else ''}</div>")
+
 
 def redaction_summary(counts: Counter) -> str:
     """``"3 secrets removed: 2 api_key, 1 hf_token"``: kinds and counts only (``"no secret found by the rules"``)."""
@@ -106,13 +112,13 @@ def build_report(paths, out, *, no_input: bool = False, hosts: bool = False, mar
     unless `code` is true. `hosts` replaces host names and IP addresses by placeholders.
     Long random-looking strings that no rule removed are listed by place (`kept`);
     `strict` removes them too.
-    Raises KitError naming the file when an input is missing or not a notebook, or the
+    Raises ReportError naming the file when an input is missing or not a notebook, or the
     output cannot be written.
     """
     start = time.perf_counter()
     paths = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
     if not paths:
-        raise KitError("no notebook to report on", hint="give one or more executed .ipynb files")
+        raise ReportError("no notebook to report on", hint="give one or more executed .ipynb files")
     out = Path(out)
     raw = [_read(p) for p in paths]
     _check_output(out, paths)
@@ -156,38 +162,38 @@ def _read(path: Path) -> dict:
 
     hint = "give the path of an executed Jupyter notebook (.ipynb), e.g. notebooks/_executed/00_connect.ipynb"
     if not path.exists():
-        raise KitError(f"no such notebook: {path}", hint=hint)
+        raise ReportError(f"no such notebook: {path}", hint=hint)
     if path.is_dir():
-        raise KitError(f"{path} is a directory, not a notebook", hint=f"give the .ipynb files in it: {path}/*.ipynb")
+        raise ReportError(f"{path} is a directory, not a notebook", hint=f"give the .ipynb files in it: {path}/*.ipynb")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise KitError(f"{path} is not a Jupyter notebook: it is not text (UTF-8)", hint=hint) from None
+        raise ReportError(f"{path} is not a Jupyter notebook: it is not text (UTF-8)", hint=hint) from None
     except OSError as exc:
-        raise KitError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions") from None
+        raise ReportError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions") from None
     try:
         obj = json.loads(text)
     except ValueError:
-        raise KitError(f"{path} is not a Jupyter notebook: it is not JSON", hint=hint) from None
+        raise ReportError(f"{path} is not a Jupyter notebook: it is not JSON", hint=hint) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("cells"), list) or not isinstance(obj.get("nbformat"), int):
-        raise KitError(f"{path} is not a Jupyter notebook: its JSON has no cells or nbformat", hint=hint)
+        raise ReportError(f"{path} is not a Jupyter notebook: its JSON has no cells or nbformat", hint=hint)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises many kinds on malformed notebooks
         reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
-        raise KitError(f"{path} is not a readable Jupyter notebook: {reason}", hint=hint) from None
+        raise ReportError(f"{path} is not a readable Jupyter notebook: {reason}", hint=hint) from None
 
 
 def _check_output(out: Path, inputs: list[Path]) -> None:
     if out.is_dir():
-        raise KitError(f"cannot write the report to {out}: it is a directory",
-                       hint=f"give a file name, e.g. {out / 'report.html'}")
+        raise ReportError(f"cannot write the report to {out}: it is a directory",
+                          hint=f"give a file name, e.g. {out / 'report.html'}")
     resolved = {p.resolve() for p in inputs}
     if out.resolve() in resolved:
-        raise KitError(f"the report would overwrite its input notebook {out}", hint="write the report to another file",
-                       cli_hint="choose another file with -o, e.g. -o report.html")
+        raise ReportError(f"the report would overwrite its input notebook {out}", hint="write the report to another file",
+                          cli_hint="choose another file with -o, e.g. -o report.html")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise _unwritable(out, f"{parent} is a file, not a directory" if parent.exists() else f"{parent} does not exist")
@@ -195,10 +201,10 @@ def _check_output(out: Path, inputs: list[Path]) -> None:
         raise _unwritable(out, "permission denied")
 
 
-def _unwritable(out: Path, reason: str) -> KitError:
-    return KitError(f"cannot write the report to {out}: {reason}",
-                    hint="choose a path in a directory you can write to",
-                    cli_hint="choose a path in a directory you can write to with -o FILE")
+def _unwritable(out: Path, reason: str) -> ReportError:
+    return ReportError(f"cannot write the report to {out}: {reason}",
+                       hint="choose a path in a directory you can write to",
+                       cli_hint="choose a path in a directory you can write to with -o FILE")
 
 
 # --- what the title block says

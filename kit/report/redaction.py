@@ -76,7 +76,7 @@ import re
 from collections import Counter
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
-from kit._secrets import is_secret_name
+from kit._secrets import URL_PASSWORD, is_secret_name
 
 from .hostnames import HostMap
 from .scanner import scan
@@ -102,7 +102,7 @@ _AUTH = re.compile(
     r"(?<![\w-])(?P<keep>(?:proxy-)?authorization" + _OPEN_Q + r"?[ \t]*[:=][ \t]*(?:[fFrRbB]{0,2}" + _OPEN_Q
     + r")?[ \t]*(?:(?P<scheme>bearer|basic|token|digest|apikey)[ \t]+)?)(?P<value>[^\s'\"\\<>,;`\x00-\x1f]+)", re.I)
 _BEARER = re.compile(r"(?<![\w-])(?P<keep>bearer[ \t]+)(?P<value>[A-Za-z0-9\-._~+/]{16,}=*)", re.I)
-_URL_PW = re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@'\"<>\\]*:)(?P<value>[^\s'\"<>\\\x00-\x1f]*)@(?=[A-Za-z0-9\[])")
+_URL_PW = URL_PASSWORD  # the one policy's (kit/_secrets.py)
 
 _Q_VALUE = (r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|\\'(?:(?!\\').)*\\'|\\\"(?:(?!\\\").)*\\\""
             r"|&quot;(?:(?!&quot;).)*&quot;|&\#0*39;(?:(?!&\#0*39;).)*&\#0*39;"
@@ -219,7 +219,7 @@ class Redactor:
         if mime in _HTML_MIMES:
             out = self._html(text)
         else:
-            out = self._plain(text, code=code)
+            out = self._redact_plain(text, code=code)
             if "\x1b" in out:
                 out = self._view_check(out, "ansi")
             if mime == "text/markdown" and _MD_MARKS.search(out):
@@ -238,7 +238,7 @@ class Redactor:
         elif mime == "text/markdown" and _MD_MARKS.search(out):
             out = self._view_check(out, "markdown")
         elif self._detect(out, code=code):  # a value only now exposed (e.g. a neighbour's marker moved)
-            out = self._plain(out, code=code)
+            out = self._redact_plain(out, code=code)
         if self.hosts is not None:
             out = self.hosts.replace(out, self.counts)
         return out
@@ -296,14 +296,15 @@ class Redactor:
         if len(value) >= 8 and classes >= 2 and not MARKER_RE.search(value) and not re.search(r"[\x00-\x1f]", value):
             self.values.setdefault(value, kind)
 
-    def _plain(self, text: str, *, code: bool = False, depth: int = 0, found: list | None = None) -> str:
+    def _redact_plain(self, text: str, *, code: bool = False, depth: int = 0, found: list | None = None) -> str:
+        """The rules and the decoders over text that is not HTML (an HTML string goes through ``_html``)."""
         if not text:
             return text
         return self._decoded(self._rules(text, found, code=code), depth, found)
 
     def _detect(self, text: str, code: bool = False) -> list:
         found: list = []
-        self._plain(text, code=code, found=found)
+        self._redact_plain(text, code=code, found=found)
         return found
 
     def _rules(self, text: str, found: list | None, code: bool = False, scanner: bool = True) -> str:
@@ -403,7 +404,7 @@ class Redactor:
             if decoded == run:
                 continue
             inner: list = []
-            redacted = self._plain(decoded, depth=depth + 1, found=inner)
+            redacted = self._redact_plain(decoded, depth=depth + 1, found=inner)
             if inner:
                 for kind, value in inner:
                     self._mark(kind, value, found)
@@ -438,7 +439,7 @@ class Redactor:
                 decoded = raw.decode("utf-8", "replace")
                 inner: list = []
                 if _printable(decoded):
-                    self._plain(decoded, depth=depth + 1, found=inner)
+                    self._redact_plain(decoded, depth=depth + 1, found=inner)
                 else:
                     self._rules(decoded, inner, scanner=False)
                 if inner:
@@ -460,7 +461,7 @@ class Redactor:
         text = self._known(text, kind == "html", force=found, count=False)
         if not self._detect(view(text)):
             return text
-        plain = self._plain(view(text))
+        plain = self._redact_plain(view(text))
         return f"<pre>{html.escape(plain, quote=False)}</pre>" if kind == "html" else plain
 
     def _embedded_json(self, text: str, code: bool) -> str:
@@ -482,13 +483,13 @@ class Redactor:
                 continue
             if i % 2 == 0:  # text between tags: redact what it reads as
                 plain = html.unescape(part)
-                redacted = self._plain(plain)
+                redacted = self._redact_plain(plain)
                 if redacted != plain:
                     parts[i] = html.escape(redacted, quote=False)
             elif part[:7].lower().startswith(("<script", "<style")):
-                parts[i] = self._plain(part)
+                parts[i] = self._redact_plain(part)
             else:  # a tag or comment: markers escaped, they sit in attribute values
-                parts[i] = _ESCAPE_MARKER.sub(r"&lt;redacted:\1&gt;", self._plain(part))
+                parts[i] = _ESCAPE_MARKER.sub(r"&lt;redacted:\1&gt;", self._redact_plain(part))
         return self._view_check("".join(parts), "html")
 
     # -- known values, everywhere

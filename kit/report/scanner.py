@@ -72,7 +72,7 @@ KIT_RULES: list[tuple[str, re.Pattern]] = [
                                  r"(?P<value>[^&\s'\"#<>]{16,})")),
     ("netrc_password", re.compile(r"\b(?:machine[ \t]+\S+|default)(?:[ \t]+(?:login|account)[ \t]+\S+)*[ \t]+"
                                   r"password[ \t]+(?P<value>\S+)")),
-    ("netrc_password", re.compile(r"^[ \t]*password[ \t]+(?P<value>\S+)[ \t]*$", re.M)),
+    ("netrc_password", re.compile(r"^[ \t]*password[ \t]+(?P<value>\S+)[ \t]*\r?$", re.M)),  # `!cat`: CRLF
     ("prose_secret", re.compile(
         r"(?i:\b(?:password|passwd|passphrase|pass ?word|secret|token|api[ -]?key|access[ -]key))[ \t]+"
         r"(?i:is|was|=|to|would be|will be|reads|of [\w.@-]+ is)[ \t]*[:\"'\u201c`]?[ \t]*"

@@ -21,10 +21,6 @@ MISSING = object()
 AST_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, KeyError)
 
 
-def short(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 def pandas():
     import pandas as pd  # pandas takes ~0.3 s to import; only tables need it
 

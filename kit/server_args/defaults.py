@@ -20,9 +20,10 @@ from kit._pysource import (
     index_of,
     modules_for,
 )
+from kit._text import clip
 from kit.errors import SymbolNotFound
 
-from .common import AST_ERRORS, SourceLike, pandas, short
+from .common import AST_ERRORS, SourceLike, pandas
 from .values import dotted_name
 
 __all__ = ["FieldDefault", "FieldDefaults", "defaults", "field_default", "server_args_fields"]
@@ -49,7 +50,7 @@ class FieldDefault:
 
     def __repr__(self) -> str:
         shown = repr(self.value) if self.known else (self.text or "-")
-        return f"<FieldDefault {self.name}: {self.kind} {short(shown, 50)}>"
+        return f"<FieldDefault {self.name}: {self.kind} {clip(shown, 50)}>"
 
     def _repr_html_(self) -> str:
         return f"<code>{html.escape(repr(self))}</code>"

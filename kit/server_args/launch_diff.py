@@ -14,6 +14,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit._text import clip, plain, wrap
+
 from .common import MISSING
 from .compare import flatten
 from .values import NonLiteral, same_value
@@ -97,9 +99,9 @@ class LaunchDiff:
             return {"label": s.label, "kind": s.kind, "method": s.method}
 
         return {"a": side(self.a), "b": side(self.b),
-                "rows": [{"group": r.group, "flag": r.flag, "a": _plain(r.a), "a_origin": r.a_origin,
-                          "b": _plain(r.b), "b_origin": r.b_origin} for r in self.rows],
-                "same_changed": [{"flag": n, "default": _plain(_missing(d)), "value": _plain(v), "where": w}
+                "rows": [{"group": r.group, "flag": r.flag, "a": plain(r.a, _shown), "a_origin": r.a_origin,
+                          "b": plain(r.b, _shown), "b_origin": r.b_origin} for r in self.rows],
+                "same_changed": [{"flag": n, "default": plain(_missing(d), _shown), "value": plain(v, _shown), "where": w}
                                  for n, d, v, w in self.same_changed]}
 
     def to_text(self, everything: bool = False, width: int = 100) -> str:
@@ -117,7 +119,7 @@ class LaunchDiff:
             for r in members:
                 a = _cell(r.a, r.a_origin)
                 b = _cell(r.b, r.b_origin)
-                out.append(f"  {_cut(r.flag, name_w):<{name_w}}  {_cut(a, 34):<34} -> {_cut(b, 34)}")
+                out.append(f"  {clip(r.flag, name_w):<{name_w}}  {clip(a, 34):<34} -> {clip(b, 34)}")
             out.append("")
         if not rows:
             out += ["no differences in what the two deployments run", ""]
@@ -130,14 +132,14 @@ class LaunchDiff:
     def _same_changed_text(self, width: int) -> list[str]:
         if not self.same_changed:
             return []
-        replaced = [f"{n} {_short(d)} -> {_short(v)}" + (f" ({w})" if w else "")
+        replaced = [f"{n} {clip(_shown(d), 40)} -> {clip(_shown(v), 40)}" + (f" ({w})" if w else "")
                     for n, d, v, w in self.same_changed if d is not MISSING and d is not None]
         filled = [n for n, d, _, _ in self.same_changed if d is MISSING or d is None]
         out = ["the same on both sides, and not at their defaults (set at startup, or by a flag on both):"]
         if replaced:
-            out.append(_wrap("changed from a default: " + "; ".join(replaced), width, "  "))
+            out.append(wrap("changed from a default: " + "; ".join(replaced), width, "  ", "    "))
         if filled:
-            out.append(_wrap("filled in where the default is None: " + ", ".join(filled), width, "  "))
+            out.append(wrap("filled in where the default is None: " + ", ".join(filled), width, "  ", "    "))
         return out
 
     def _repr_html_(self) -> str:
@@ -178,32 +180,15 @@ def _default(side: LaunchSide, name: str) -> Any:
     return fd.value if fd is not None and getattr(fd, "known", False) else MISSING
 
 
-def _short(value: Any) -> str:
-    text = value.text if isinstance(value, NonLiteral) else repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+def _shown(value: Any) -> str:
+    """A value as the launch wrote it: a NonLiteral's own text, anything else its repr."""
+    return value.text if isinstance(value, NonLiteral) else repr(value)
 
 
 def _missing(value: Any) -> Any:
     return None if value is MISSING else value
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, NonLiteral):
-        return value.text
-    return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else repr(value)
-
-
 def _cell(value: Any, origin: str) -> str:
-    text = value.text if isinstance(value, NonLiteral) else repr(value)
+    text = _shown(value)
     return f"{text} ({origin})" if origin else text
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _wrap(text: str, width: int, indent: str = "") -> str:
-    import textwrap
-
-    return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_on_hyphens=False)

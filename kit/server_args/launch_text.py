@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit._secrets import mask_fields
 from kit.errors import KitError, ParseError
 
 from .command import _looks_like_option, _store
@@ -92,18 +93,13 @@ class LaunchRead:
 
     @property
     def explicit(self) -> dict[str, Any]:
-        """Field -> value for every flag read (the last one wins, as with argparse)."""
+        """Field -> value for every flag read (the last one wins, as with argparse); a secret flag's value
+        masked (kit/_secrets.py: the kit never needs it; ``readable_argv`` keeps it for sglang's own parser)."""
         out: dict[str, Any] = {}
         for flag in self.flags:
             if flag.field is not None:
                 out[flag.field] = flag.value
-        return out
-
-    def origin_of(self, name: str) -> str | None:
-        for flag in reversed(self.flags):
-            if name in (flag.field, flag.option):
-                return flag.origin
-        return None
+        return mask_fields(out)
 
     def to_dict(self) -> dict:
         return {"launcher": self.launcher, "origin": self.origin, "flags": [f.to_dict() for f in self.flags],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kit._secrets import mask_fields
 from kit._versions import triple
 from kit.errors import ParseError
 
@@ -132,6 +133,7 @@ def _read_payload(line: str, m: re.Match, begin: int, offset: int) -> tuple[Serv
     opening = start if form == "dict" else start + len("ServerArgs")
     split = split_top(line, opening + 1, "}" if form == "dict" else ")")
     fields, raw, bad = _read_items(line, split.items, form)
+    fields, raw = mask_fields(fields), mask_fields(raw)  # the kit never needs a server's keys (kit/_secrets.py)
     truncated = not split.complete or bad is not None
     stop = bad if bad is not None else split.end
     while truncated and stop < len(line) and line[stop] == " ":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kit._secrets import mask_fields
 from kit.errors import HostError, TargetError
 
 from .command import parse_command
@@ -25,8 +26,9 @@ def effective_args(server) -> ServerArgsSnapshot:
 
 
 def explicit_args(server, tree) -> dict[str, Any]:
-    """The flags its argv sets, read with the flag table of its own sglang source (``tree``)."""
-    return parse_command(server.argv, flag_table(tree), cwd=server.cwd)
+    """The flags its argv sets, read with the flag table of its own sglang source (``tree``); a secret flag's
+    value masked (kit/_secrets.py: the kit never needs it)."""
+    return mask_fields(parse_command(server.argv, flag_table(tree), cwd=server.cwd))
 
 
 def classify_server(server, tree, snapshot: ServerArgsSnapshot | None = None):

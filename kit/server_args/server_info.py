@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kit._secrets import mask_named
 from kit.errors import ParseError
 
 from .snapshot import ServerArgsSnapshot
@@ -23,7 +24,7 @@ def from_server_info(data: Mapping[str, Any] | str | bytes) -> ServerArgsSnapsho
     model (e.g. model_runner sets chunked_prefill_size=-1 for some VLMs). Those values
     are taken as effective; every change is listed in `internal_differences`.
     """
-    data = _json_object(data)
+    data = mask_named(_json_object(data))  # the kit never needs a server's keys (kit/_secrets.py)
     states = data.get("internal_states") or []
     states = [s for s in (states if isinstance(states, list) else [states]) if isinstance(s, Mapping)]
     top = {k: v for k, v in data.items() if k not in ("internal_states", "version")}

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .common import AST_ERRORS, short
+from kit._text import clip
+
+from .common import AST_ERRORS
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,7 +40,7 @@ class NonLiteral:
         return self.kwargs.get(key, default)
 
     def __repr__(self) -> str:
-        return f"NonLiteral({short(self.text)})"
+        return f"NonLiteral({clip(self.text, 60)})"
 
     def _repr_html_(self) -> str:
         return f"<code>{html.escape(self.text)}</code>"

@@ -9,7 +9,8 @@ Every command sent to a host is an argv list (no shell), except the two snapshot
 pipelines (find | tar, find | sha256sum), where the directory names pass through
 `shlex.quote`.
 
-- ``tree.py``: SourceTree: locate, read, grep, function, snapshot;
+- ``tree.py``: SourceTree: locate, read, grep, function, snapshot; ``source_for_server``: the source a
+  server runs, copied once to this machine when it is remote;
 - ``snippet.py``: SourceSnippet, what a read returns;
 - ``search.py``: grep results, definitions by name, glob patterns;
 - ``locate.py``: the locate script's answer (kit/_remote/locate.py);
@@ -25,7 +26,7 @@ from kit.errors import AmbiguousSymbol, SourceInputError
 from .search import GrepMatch, GrepResult
 from .snapshot import SnapshotInfo
 from .snippet import SourceSnippet
-from .tree import SourceTree
+from .tree import SourceTree, source_for_server
 
 # cache_dir and install_package_source moved to kit._paths and kit._wheels; the errors live in
 # kit.errors. They stay importable from here for one release.
@@ -39,4 +40,5 @@ __all__ = [
     "SourceTree",
     "cache_dir",
     "install_package_source",
+    "source_for_server",
 ]

@@ -6,14 +6,13 @@ import posixpath
 import re
 
 from kit._remote import MARKER, parse_result
+from kit._text import clip
 from kit._wheels import norm_dist
 from kit.errors import (
     PackageNotFound,
     RemoteFileError,
 )
 from kit.hosts import Host
-
-from .snippet import shorten
 
 __all__ = ['locate_payload', 'natural_key', 'no_interpreter', 'not_found', 'sibling_dist_info']
 
@@ -25,7 +24,7 @@ def interpreter_missing(res) -> bool:
 
 def no_interpreter(host: Host, python: str, detail: str) -> PackageNotFound:
     return PackageNotFound(
-        f"could not run interpreter {python!r} on {host.name}: {shorten(detail.strip(), 200)}",
+        f"could not run interpreter {python!r} on {host.name}: {clip(detail.strip(), 200)}",
         hint="pass the server's interpreter with --python PATH, or the package with --package-dir DIR",
     )
 
@@ -38,7 +37,7 @@ def locate_payload(res, host: Host, python: str, package: str) -> dict:
         return found
     raise PackageNotFound(
         f"{python} on {host.name} did not answer the locate probe for {package!r} "
-        f"(exit {res.exited}): {shorten((res.stderr or res.stdout).strip(), 300)}",
+        f"(exit {res.exited}): {clip((res.stderr or res.stdout).strip(), 300)}",
         hint="pass --python PATH of the interpreter that runs sglang, or --package-dir DIR",
     )
 

@@ -8,11 +8,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kit._text import clip
 from kit.errors import (
     ParseError,
 )
 
-from .snippet import chomp, shorten
+from .snippet import chomp
 
 __all__ = ['Definition', 'GrepMatch', 'GrepResult', 'definitions', 'glob_regex', 'parse_grep']
 
@@ -27,7 +28,7 @@ class GrepMatch:
     text: str
 
     def __repr__(self) -> str:
-        return f"<GrepMatch {self.path}:{self.line} {shorten(self.text.strip(), 60)!r}>"
+        return f"<GrepMatch {self.path}:{self.line} {clip(self.text.strip(), 60)!r}>"
 
 
 @dataclass
@@ -70,7 +71,7 @@ class GrepResult:
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><td><code>{html.escape(m.path)}:{m.line}</code></td>"
-            f"<td><code>{html.escape(shorten(m.text, 200))}</code></td></tr>"
+            f"<td><code>{html.escape(clip(m.text, 200))}</code></td></tr>"
             for m in self.matches
         )
         head = html.escape(repr(self)[1:-1])

@@ -10,7 +10,7 @@ from kit.errors import (
     LineRangeError,
 )
 
-__all__ = ['SourceSnippet', 'chomp', 'shorten', 'split_lines']
+__all__ = ['SourceSnippet', 'chomp', 'split_lines']
 
 
 def split_lines(text: str) -> list[str]:
@@ -24,10 +24,6 @@ def split_lines(text: str) -> list[str]:
 def chomp(line: str) -> str:
     # One trailing "\r" (a CRLF file) is line ending, not content; hosts may or may not strip it.
     return line[:-1] if line.endswith("\r") else line
-
-
-def shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # --------------------------------------------------------------------------- snippets

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kit._index import MISSING, index_for
@@ -44,7 +45,7 @@ from .snapshot import (
 )
 from .snippet import SourceSnippet, chomp, split_lines
 
-__all__ = ['SourceTree']
+__all__ = ['SourceTree', 'source_for_server']
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -495,6 +496,29 @@ class SourceTree:
 
 
 _cache_root = cache_dir  # `snapshot(cache_dir=...)` shadows the function name inside the method
+
+
+def source_for_server(server, *, tree: SourceTree | None = None, copy: bool = True,
+                      progress: Callable[[str], None] | None = None) -> SourceTree:
+    """The sglang source a server runs, read from this machine: the one way from a server to it.
+
+    ``server`` is one found by ``kit.target.discover`` (:meth:`SourceTree.of_server`: the install its
+    interpreter imports); ``tree``, when given, is read instead (``--package-dir``, a tree already open;
+    ``server`` may then be None). A tree on another host is copied once into the local cache
+    (:meth:`SourceTree.snapshot`: one tar transfer, none while its files are unchanged), so every read
+    after costs no round trip; ``copy=False`` keeps it there, read file by file. ``progress`` is told
+    before a copy.
+    """
+    if tree is None:
+        if server is None:
+            raise SourceInputError("source_for_server needs a server or a tree",
+                                   hint="find the server with kit.target.discover(host) or resolve_server")
+        tree = SourceTree.of_server(server)
+    if copy and tree.host.name != "local":
+        if progress is not None:
+            progress(f"copying the sglang source on {tree.host.name} to the local cache (once per version)")
+        tree = tree.snapshot()
+    return tree
 
 
 def _check_package_name(package: str) -> None:

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -24,7 +24,7 @@
 # - SSH access to the box running the server, and `python3` there (or the built-in `lab`).
 
 # %%
-from kit.target import connect, discover, resolve_server
+import kit
 
 # %% tags=["parameters"]
 target: str = "lab"  # "lab", "local", "ssh://user@host:port" or an ~/.ssh/config alias
@@ -36,8 +36,8 @@ server_port: int = 0  # the server's HTTP port, when the box runs several server
 # ## 1. The server under investigation
 
 # %%
-host = connect(target, config_file=ssh_config, trust_new_host=trust_new_host)
-server = resolve_server(host, target, port=server_port or None, servers=discover(host))
+nb = kit.notebook.start(target, ssh_config=ssh_config, trust_new_host=trust_new_host, server_port=server_port)
+host, server = nb.host, nb.server
 server
 
 # %% [markdown]

@@ -30,34 +30,34 @@ RESTORE: dict[str, list[tuple[str, Any]]] = {
 }
 
 
-def chain(case, mechanism: str, *, restored: bool = False, changes: dict | None = None,
+def chain(case, fast_path: str, *, restored: bool = False, changes: dict | None = None,
           facts: dict | None = None):
-    """The kit.provenance.gates chain of ``mechanism`` for this case (None without a source tree).
+    """The kit.provenance.gates chain of ``fast_path`` for this case (None without a source tree).
     ``restored``: with the path's switch turned back on; ``changes``: other field values to try;
     ``facts``: the machine as it would be after a change (``{"p2p": True}``), over what the evidence says."""
     with case.reading("source"):  # a cached answer: it counts as reading the source, whoever asked first
-        return _chain(case, mechanism, restored, changes, facts)
+        return _chain(case, fast_path, restored, changes, facts)
 
 
-def _chain(case, mechanism, restored, changes, facts):
+def _chain(case, fast_path, restored, changes, facts):
     if case.ev.tree is None:
         return None
     memo = case.__dict__.setdefault("_gate_chains", {})
-    key = (mechanism, restored, tuple(sorted((changes or {}).items(), key=lambda kv: kv[0])),
+    key = (fast_path, restored, tuple(sorted((changes or {}).items(), key=lambda kv: kv[0])),
            tuple(sorted((facts or {}).items())))
     if key not in memo:
         from kit._pysource import unknown
         from kit.provenance.gates import gate_chain
 
-        args = restored_args(case, mechanism) if restored else dict(case.ev.args)
-        switched = {name for name, _ in RESTORE.get(mechanism, [])} if restored else set()
+        args = restored_args(case, fast_path) if restored else dict(case.ev.args)
+        switched = {name for name, _ in RESTORE.get(fast_path, [])} if restored else set()
         for name, why in case.ev.unknown.items():  # not known is not the default: a check that reads it is unknown
             if name not in switched and name not in (changes or {}):
                 args[name] = unknown(f"server_args.{name}", why)
         for name, value in (changes or {}).items():
             _set(args, name, value)
         try:
-            memo[key] = gate_chain(case.ev.tree, mechanism, args, case.ev.model_config,
+            memo[key] = gate_chain(case.ev.tree, fast_path, args, case.ev.model_config,
                                    facts={**machine_facts(case), **(facts or {})},
                                    probes=case.probes, log_text="\n".join(case.ev.startup) or None)
         except KitError:
@@ -65,10 +65,10 @@ def _chain(case, mechanism, restored, changes, facts):
     return memo[key]
 
 
-def restored_args(case, mechanism: str) -> dict:
+def restored_args(case, fast_path: str) -> dict:
     """The case's arguments with the path's switch on (the first of RESTORE's fields this launch has)."""
     args = _copy(case.ev.args)
-    for name, value in RESTORE.get(mechanism, []):
+    for name, value in RESTORE.get(fast_path, []):
         if case.has(name):
             _set(args, name, value)
             break

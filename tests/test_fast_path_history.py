@@ -1,4 +1,4 @@
-"""kit/data/mechanism_history.yaml, recomputed: every entry's verdict and site on the releases it says
+"""kit/data/fast_path_history.yaml, recomputed: every entry's verdict and site on the releases it says
 were checked, from each release's own source (kit.provenance.gates) with the incident's launch."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ FIXED = json.loads((DATA / "resolved" / "incident-fixed-0.5.11.json").read_text(
 GRAPHS = json.loads((REPO / "tests" / "data" / "resolved" / "incident-new-0.5.23.json").read_text())["final"][
     "cuda_graph_config"]
 NVIDIA = {"is_cuda": True, "is_hip": False, "is_npu": False, "is_cpu": False, "is_xpu": False}
-HISTORY = load_yaml(DATA / "mechanism_history.yaml")
+HISTORY = load_yaml(DATA / "fast_path_history.yaml")
 CASES = [(name, i, version) for name, entries in HISTORY.items() for i, entry in enumerate(entries)
          for version in entry["checked"]]
 

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import KitError
+from .errors import NotGiven, UsageError
 
 __all__ = ["LaunchOptions", "read_launch", "source_tree"]
 
@@ -56,7 +56,7 @@ def source_tree(package_dir: str | None = None, sglang: str | None = None, *, re
         return SourceTree.at(_LOCAL, install_package_source("sglang", sglang, prefix=str(prefix)))
     if not required:
         return None
-    raise KitError(why, hint="add --sglang VERSION (the release it was written for) or --package-dir DIR")
+    raise NotGiven(why, hint="add --sglang VERSION (the release it was written for) or --package-dir DIR")
 
 
 def read_launch(path: str, tree=None, options: LaunchOptions | None = None, *, tree_source=None):
@@ -69,8 +69,8 @@ def read_launch(path: str, tree=None, options: LaunchOptions | None = None, *, t
 
     options = options or LaunchOptions()
     if not os.path.isfile(path):
-        raise KitError(f"no such file: {path}", hint="give the path of a log, a /server_info JSON or a file "
-                                                    "holding a launch command, on this machine")
+        raise UsageError(f"no such file: {path}", hint="give the path of a log, a /server_info JSON or a file "
+                                                      "holding a launch command, on this machine")
     with open(path, "rb") as fh:
         head = fh.read(4096).decode("utf-8", "replace")
     defaults = cli_defaults(tree) if tree is not None else None

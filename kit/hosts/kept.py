@@ -1,4 +1,4 @@
-"""Kept SSH connections: the next command to the same host reuses one helper, as OpenSSH's ControlPersist does.
+"""Kept SSH connections, the commands' side (the keeper is kit/hosts/keeper.py): the next command to the same host reuses one helper, as OpenSSH's ControlPersist does.
 
 Each ``sgl-kit`` command is a new process, and over SSH a new process pays for the handshake, the
 login and the helper's start before its first request (0.36 s of a 0.8 s warm ``why`` on this
