@@ -108,7 +108,22 @@ def _copy_notebooks(dest: Path, settings: Path) -> Path:
     working_copy(dest, settings)
     for name in (NOTEBOOK, "04_fix_and_validate.ipynb"):
         _shorten(dest / name)
+    _share_to(dest / NOTEBOOK, dest / SHARED)
     return dest
+
+
+# 01's last cell, kit.notebook.share(share_to), writes here: it finds its own notebook through the
+# JPY_SESSION_NAME that Jupyter Server gives the kernel, as for a user in `make lab`.
+SHARED = "01_symptom-shared.html"
+
+
+def _share_to(path: Path, page: Path) -> None:
+    nb = json.loads(path.read_text())
+    [cell] = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    text, n = re.subn(r'^share_to: str = ""', f"share_to: str = {str(page)!r}", "".join(cell["source"]), flags=re.M)
+    assert n == 1, f"{path}: no `share_to: str = \"\"` line in the parameters cell"
+    cell["source"] = text.splitlines(keepends=True)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 def _shorten(path: Path) -> Path:
@@ -239,6 +254,10 @@ def test_01_symptom_renders_in_jupyterlab_and_its_report_offline(browser, jupyte
         raise
     finally:
         context.close()
+
+    # the notebook shared itself from inside JupyterLab: its file came from the kernel's JPY_SESSION_NAME
+    shared = jupyter.root / SHARED
+    assert shared.is_file() and "The symptom: is it slow" in shared.read_text(), "kit.notebook.share did not find 01_symptom.ipynb"
 
     # -- the report of the saved notebook, opened from file:// with the network blocked ---------------------
     result = build_report([notebook], tmp_path / "01_symptom.html")
