@@ -22,6 +22,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
+from ._secrets import mask_argv
 from .errors import CommandTimeout
 
 __all__ = ["GRACE", "HOST", "kill_group", "pip", "pip_argv", "pip_said", "python_env", "run"]
@@ -52,7 +53,7 @@ def run(argv: Sequence[str], *, timeout: float, cwd: str | os.PathLike | None = 
     except subprocess.TimeoutExpired:
         kill_group(proc, grace=grace)
         out, err = _leftover(proc, grace)
-        raise CommandTimeout(shlex.join(argv), timeout, host=HOST, hint=hint,
+        raise CommandTimeout(shlex.join(mask_argv(argv)), timeout, host=HOST, hint=hint,
                              partial=subprocess.CompletedProcess(argv, proc.returncode, out, err)) from None
     except BaseException:  # KeyboardInterrupt included: the child does not outlive the call
         kill_group(proc, grace=0)

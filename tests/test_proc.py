@@ -265,3 +265,15 @@ def test_the_owner_checks_find_a_second_owner():
     assert [f.split()[1] for f in _runners(planted)] == ["subprocess.check_output", "os.system", "subprocess.call"]
     assert len(_popen_without_a_session(planted)) == 2
     assert len(_pip_calls(planted)) == 3
+
+
+def test_a_timeout_names_the_command_without_its_secrets():
+    """The error is printed and logged: a secret-named flag's value in the command is masked by the one policy."""
+    from kit._proc import run
+    from kit.errors import CommandTimeout
+
+    with pytest.raises(CommandTimeout) as err:
+        run(["sh", "-c", "sleep 5", "sh", "--api-key", "sk-proc-0123456789abcdef", "--ssl-keyfile-password=hunter2x"],
+            timeout=0.3, grace=0.1)
+    text = str(err.value)
+    assert "--api-key '<redacted>'" in text and "sk-proc-0123456789abcdef" not in text and "hunter2x" not in text

@@ -145,9 +145,7 @@ async def get_json(session, url: str, timeout: float = 10.0) -> dict | None:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
             if response.status != 200:
                 return {"error": f"HTTP {response.status} from {url}"}
-            from kit._secrets import (
-                mask_named,  # /server_info holds the server's keys: never kept in a run file
-            )
+            from kit._secrets import mask_named  # a key-named value in any answer is never kept in a run file
 
             return mask_named(await response.json(content_type=None))
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:

@@ -99,7 +99,8 @@ class ServerArgs:
         head = "".join(f"<th>{c}</th>" for c in columns)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(clip('-' if row[c] is None else str(row[c]), 80))}</td>"
                                         for c in columns) + "</tr>" for row in shown)
-        return (f"<div><b>{html.escape(self.headline()[0])}</b><br>{html.escape(self.headline()[1])}<br>"
+        first, second = self.headline()
+        return (f"<div><b>{html.escape(first)}</b><br>{html.escape(second)}<br>"
                 f"{len(shown)} of {len(self.rows)} fields not at their default; auto-changed first"
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
@@ -112,18 +113,14 @@ def args(target: str = "local", *, host=None, server=None, pid: int | None = Non
     from kit.source import source_for_server
     from kit.target import connect, resolve_server
 
-    if server is None:
-        opened = connect(target) if host is None else None
-        try:
+    opened = connect(target) if server is None and host is None else None
+    try:
+        if server is None:
             server = resolve_server(host or opened, target, pid=pid, port=port, prefetch={"server_info": 10.0})
-            return _args_of(server, tree if tree is not None else source_for_server(server))
-        finally:
-            if opened is not None:
-                opened.close()
-    return _args_of(server, tree if tree is not None else source_for_server(server))
-
-
-def _args_of(server, tree) -> ServerArgs:
-    snapshot = effective_args(server)
-    rows = [dict(zip(CLASSIFY_COLUMNS, row, strict=True)) for row in classify_server_rows(server, tree, snapshot)]
-    return ServerArgs(server=server, snapshot=snapshot, rows=rows)
+        snapshot = effective_args(server)
+        tree = tree if tree is not None else source_for_server(server)
+        rows = [dict(zip(CLASSIFY_COLUMNS, row, strict=True)) for row in classify_server_rows(server, tree, snapshot)]
+        return ServerArgs(server=server, snapshot=snapshot, rows=rows)
+    finally:
+        if opened is not None:
+            opened.close()
