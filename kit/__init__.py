@@ -31,6 +31,7 @@ from ._version import __version__ as __version__
 _VERBS = {
     "args": "kit.server_args.view",          # the arguments a server runs with, each with its origin
     "bench": None,                           # kit.bench(target, concurrency=..., requests=...) -> BenchRun
+    "capture": "kit.case",                   # a live target's evidence, kept in a case directory -> CaptureResult
     "compare": "kit.bench",                  # compare(run_a, run_b) -> Comparison (bootstrap interval)
     "connect": "kit.target",                 # a target string -> Host
     "discover": "kit.target",                # the SGLang servers on a Host
@@ -45,11 +46,12 @@ _VERBS = {
     "why": "kit.provenance",                 # why a flag has its value -> FlagExplanation
 }
 # Namespaces the guided notebooks use, and the error tree.
-_NAMESPACES = ("display", "errors", "investigation", "notebook", "practice")
+_NAMESPACES = ("case", "display", "errors", "investigation", "notebook", "practice")
 # What the verbs return, and the readers of a launch's evidence.
 _TYPES = {
     "BenchConfig": "kit.bench",
     "BenchRun": "kit.bench",
+    "CaptureResult": "kit.case",
     "Comparison": "kit.bench",
     "Diagnosis": "kit.doctor",
     "DryRunResult": "kit.dryrun",

@@ -77,6 +77,7 @@ def install_package_source(
     prefix: str | os.PathLike = "",
     python_tag: str = "python3.12",
     cache_dir: str | os.PathLike | None = None,
+    download: bool = True,
 ) -> str:
     """Unpack the wheel of `package==version` into `<prefix>/lib/<python_tag>/site-packages`.
 
@@ -84,7 +85,8 @@ def install_package_source(
     cache, so later runs work offline. Only the files are installed (no dependencies,
     nothing imported): enough for source reads, not for running the package.
     Returns the package directory. A marker file makes repeated calls free; a
-    different version already installed at the prefix is removed first.
+    different version already installed at the prefix is removed first. With
+    ``download=False`` a wheel that is not cached is a PackageNotFound (no network).
     """
     if not version:
         raise NotGiven(f"install_package_source needs the version of {package} to unpack, and none was given",
@@ -98,6 +100,10 @@ def install_package_source(
     marker = site / f".sgl-kit-{norm_dist(package)}-{version}.installed"
     if marker.is_file() and (site / package / "__init__.py").is_file():
         return str(site / package)
+    if not download and cached_wheel(base / "wheels", package, version) is None:
+        raise PackageNotFound(f"{package} {version}'s source is not in this machine's cache, and nothing is "
+                              "downloaded here", hint=f"run once with network (sgl-kit source {version} fetches it), "
+                                                      f"or copy the wheel into {base / 'wheels'}")
     found = wheel(package, version, base / "wheels")
     _remove_installed(site, package)
     unzip_wheel(found, site)

@@ -45,7 +45,8 @@ nowhere else (``tests/test_layers.py`` checks it)::
     ├── ReportError               notebooks unreadable, or the report unwritable
     ├── DataFileError             a data file of the kit itself is missing or malformed
     ├── UsageError                a bad, missing or conflicting argument or option
-    └── PracticeError             also a ValueError: no corpus, an unknown case or hypothesis
+    ├── PracticeError             also a ValueError: no corpus, an unknown case or hypothesis
+    └── CaseError                 a captured case unreadable: not a case, a newer format, an excerpt changed
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "AmbiguousSymbol",
     "AuthenticationFailed",
     "BenchError",
+    "CaseError",
     "CommandFailed",
     "CommandTimeout",
     "ConnectError",
@@ -324,3 +326,8 @@ class UsageError(KitError):
 
 class PracticeError(KitError, ValueError):
     """The practice library: no incident corpus where it was looked for, or an unknown case or hypothesis."""
+
+
+class CaseError(KitError):
+    """A case directory (``sgl-kit capture``) that cannot be read or written as one: not a case, a newer
+    format than this kit reads, a source excerpt whose hash no longer matches."""

@@ -39,8 +39,9 @@ _LOCAL = None  # kit.hosts.LocalHost shared by the trees source_tree opens
 
 
 def source_tree(package_dir: str | None = None, sglang: str | None = None, *, required: bool = False,
-                why: str = "a launch command needs sglang's flag table to be read"):
-    """The sglang source on this machine: ``package_dir``, or release ``sglang`` (downloaded once)."""
+                why: str = "a launch command needs sglang's flag table to be read", download: bool = True):
+    """The sglang source on this machine: ``package_dir``, or release ``sglang`` (downloaded once; with
+    ``download=False`` only from the cache, else PackageNotFound)."""
     from ._paths import tree_dir
     from ._wheels import install_package_source
     from .hosts import LocalHost
@@ -53,7 +54,8 @@ def source_tree(package_dir: str | None = None, sglang: str | None = None, *, re
         return SourceTree.at(_LOCAL, package_dir)
     if sglang:
         prefix = tree_dir("sglang", sglang)
-        return SourceTree.at(_LOCAL, install_package_source("sglang", sglang, prefix=str(prefix)))
+        return SourceTree.at(_LOCAL, install_package_source("sglang", sglang, prefix=str(prefix),
+                                                                    download=download))
     if not required:
         return None
     raise NotGiven(why, hint="add --sglang VERSION (the release it was written for) or --package-dir DIR")

@@ -20,6 +20,13 @@ states no cause: the trainee is not graded, and neither is the doctor).
 
 The corpus is the repository's ``data/incidents/``; an installed kit without a checkout is told
 where to get it, or reads ``corpus=`` / ``$SGL_KIT_CORPUS``.
+
+The team's own cases sit beside it: ``add(case_dir)`` copies a resolved case of ``sgl-kit capture``
+(kit.case) into the team library (``library=``, else ``$SGL_KIT_PRACTICE_LIBRARY``, else
+``~/.local/share/sglang-investigation-kit/practice``) as a practice case: its resolution is the answer,
+its captured files the evidence. ``cases(team=True)`` and ``load(name)`` read both (``Incident.origin``
+is ``corpus`` or ``team``); ``first``, ``random`` and ``hit_rate`` read the corpus alone, and the
+library too when it is given or ``$SGL_KIT_PRACTICE_LIBRARY`` is set.
 """
 
 from __future__ import annotations
@@ -36,15 +43,26 @@ from typing import Any
 
 from kit.errors import PracticeError
 
-__all__ = ["CORPUS_ENV", "DIFFICULTIES", "FIRST", "META_FILES", "Choice", "Incident", "Verdict", "cases",
-           "choice_of", "choices", "corpus_dir", "first_case", "hit_rate", "load", "reveal", "run_doctor", "settle",
-           "verdict", "verify_evidence"]
+__all__ = ["CORPUS_ENV", "DEFAULT_LIBRARY", "DIFFICULTIES", "DOCTOR_OPTIONS", "FIRST", "KEPT", "LIBRARY_ENV",
+           "META_FILES", "Choice", "Incident", "Verdict", "add", "cases", "choice_of", "choices", "corpus_dir",
+           "first_case", "hit_rate", "library_dir", "load", "reveal", "run_doctor", "settle", "team_cases", "verdict",
+           "verify_evidence"]
 
 CORPUS_ENV = "SGL_KIT_CORPUS"
+LIBRARY_ENV = "SGL_KIT_PRACTICE_LIBRARY"
+DEFAULT_LIBRARY = "~/.local/share/sglang-investigation-kit/practice"  # library_dir() without library= or the env
+CORPUS, TEAM = "corpus", "team"  # where a case comes from (Incident.origin)
 DIFFICULTIES = ("easy", "medium", "hard")
 SOMETHING_ELSE, NOTHING_WRONG, NOT_STATED = "something-else", "nothing-wrong", "not-stated"
 FIRST = "first"  # load()'s name for a first exercise (first_case)
 META_FILES = ("source.md", "case.yaml", "evidence.sha256")  # every other file of a case is evidence
+# An evidence file's kind, when it is one of these, is the doctor's option that reads it
+# (kit.doctor.from_files); a captured case's files have these kinds (kit.case.layout.FILES). ``KEPT``
+# files are shown to the trainee and not given to the doctor (no reader of the doctor's takes them);
+# every other kind (log, launch, paste: the corpus' posted text) is read as a paste, wherever its
+# pieces are.
+DOCTOR_OPTIONS = ("server_info", "command", "environ", "nvidia_smi", "topo", "model_config")
+KEPT = "kept"
 REPOSITORY = "the sglang-investigation-kit repository"
 _SOURCE_LINE = re.compile(r"^- ([A-Za-z ]+): (.*)$")
 
@@ -81,8 +99,13 @@ class Incident:
     answer: str
     settle: str
     reader_version: str | None
-    files: tuple[tuple[str, str], ...]  # (file name, kind: launch, log or paste), in case.yaml's order
+    files: tuple[tuple[str, str], ...]  # (file name, kind: launch, log, paste or a DOCTOR_OPTIONS one), in order
     data: dict = field(repr=False, compare=False, default_factory=dict)
+    origin: str = CORPUS  # corpus (data/incidents/) or team (the team library, added with add())
+
+    @property
+    def as_given(self) -> str:
+        return "as captured" if self.origin == TEAM else "as posted"
 
     def evidence(self) -> list[tuple[str, str, str]]:
         """(file, kind, text) of every evidence file, as posted."""
@@ -90,8 +113,8 @@ class Incident:
                 for name, kind in self.files]
 
     def to_dict(self, answer: bool = False) -> dict[str, Any]:
-        out = {"name": self.name, "title": self.title, "difficulty": self.difficulty, "date": self.date,
-               "version": self.version, "gpu": self.gpu, "model": self.model,
+        out = {"name": self.name, "from": self.origin, "title": self.title, "difficulty": self.difficulty,
+               "date": self.date, "version": self.version, "gpu": self.gpu, "model": self.model,
                "evidence": [{"file": f, "kind": k, "text": t} for f, k, t in self.evidence()]}
         if answer:
             out.update(reveal(self).to_dict())
@@ -103,7 +126,7 @@ class Incident:
                 f"  sglang: {self.version}", f"  GPU: {self.gpu}", f"  model: {self.model}"]
         parts = ["\n".join(head)]
         for name, kind, text in self.evidence():
-            parts.append(f"--- {name} ({kind}, as posted) ---\n{text.rstrip()}\n--- end of {name} ---")
+            parts.append(f"--- {name} ({kind}, {self.as_given}) ---\n{text.rstrip()}\n--- end of {name} ---")
         return "\n\n".join(parts) + "\n"
 
     def __str__(self) -> str:
@@ -112,7 +135,7 @@ class Incident:
     def _repr_html_(self) -> str:
         from kit.display import pre
 
-        files = "".join(f"<p><b>{html.escape(name)}</b> <small>({kind}, as posted)</small></p>{pre(text)}"
+        files = "".join(f"<p><b>{html.escape(name)}</b> <small>({kind}, {self.as_given})</small></p>{pre(text)}"
                         for name, kind, text in self.evidence())
         facts = _facts([(k, html.escape(v)) for k, v in (("difficulty", self.difficulty), ("date", self.date),
                                                            ("sglang", self.version), ("GPU", self.gpu),
@@ -149,28 +172,68 @@ def corpus_dir(corpus: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def cases(corpus: str | os.PathLike | None = None) -> list[Incident]:
-    """Every case of the corpus, by name."""
+def cases(corpus: str | os.PathLike | None = None, *, library: str | os.PathLike | None = None,
+          team: bool = False) -> list[Incident]:
+    """Every case of the corpus, by name; then, with ``team`` or a ``library`` given, the team library's."""
     root = corpus_dir(corpus)
-    return [_incident(p) for p in sorted(root.iterdir()) if (p / "case.yaml").is_file()]
+    found = [_incident(p) for p in sorted(root.iterdir()) if (p / "case.yaml").is_file()]
+    return found + (team_cases(library) if team or library is not None else [])
 
 
-def load(name: str = "random", *, seed: int | None = None, corpus: str | os.PathLike | None = None) -> Incident:
-    """One case by name, ``first`` (a first exercise: see first_case) or ``random`` (``seed`` makes the pick
-    repeatable; None or a negative seed: a new pick)."""
-    root = corpus_dir(corpus)
-    names = sorted(p.name for p in root.iterdir() if (p / "case.yaml").is_file())
-    if name == FIRST:
+def library_dir(library: str | os.PathLike | None = None) -> Path:
+    """The team library: ``library``, else ``$SGL_KIT_PRACTICE_LIBRARY``, else
+    ``~/.local/share/sglang-investigation-kit/practice`` (made by the first add())."""
+    given = library or os.environ.get(LIBRARY_ENV)
+    return Path(given or DEFAULT_LIBRARY).expanduser()
+
+
+def _team_paths(library: str | os.PathLike | None = None) -> dict[str, Path]:
+    """name -> folder of each team case. A library not made yet holds none; one given by name
+    (``library``) that is not there is an error, so a typo is not read as an empty library."""
+    root = library_dir(library)
+    if not root.is_dir():
+        if library is not None:
+            raise PracticeError(f"no team library at {root}: " + ("it is a file" if root.exists() else
+                                                                  "the directory does not exist"),
+                                hint="check the path; `sgl-kit practice add CASE_DIR --library DIR` makes one")
+        return {}
+    return {p.name: p for p in sorted(root.iterdir()) if (p / "case.yaml").is_file()}
+
+
+def team_cases(library: str | os.PathLike | None = None) -> list[Incident]:
+    """Every case of the team library (library_dir), by name; [] when it was not made yet."""
+    return [_incident(p, TEAM) for p in _team_paths(library).values()]
+
+
+def load(name: str = "random", *, seed: int | None = None, corpus: str | os.PathLike | None = None,
+         library: str | os.PathLike | None = None) -> Incident:
+    """One case by name (of the corpus, else of the team library), ``first`` (a first exercise: see
+    first_case) or ``random`` (``seed`` makes the pick repeatable; None or a negative seed: a new pick);
+    ``first`` and ``random`` pick from the corpus."""
+    root: Path | None = None
+    try:
+        root = corpus_dir(corpus)
+    except PracticeError:
+        if name in (FIRST, "random") or (library is None and not _team_paths()):
+            raise
+    names = sorted(p.name for p in root.iterdir() if (p / "case.yaml").is_file()) if root else []
+    if root is not None and name == FIRST:
         return first_case(root)
-    if name == "random":
+    if root is not None and name == "random":
         return _incident(root / random.Random(None if seed is None or seed < 0 else seed).choice(names))
-    if name not in names:
-        close = [n for n in names if name and name in n][:3]
-        close += [n for n in difflib.get_close_matches(name, names, n=3, cutoff=0.5) if n not in close]
-        raise PracticeError(f"no case {name!r} in {root}",
-                            hint=(f"did you mean {' or '.join(close[:3])}? " if close else "")
-                            + "`sgl-kit practice list` names every case")
-    return _incident(root / name)
+    if root is not None and name in names:
+        return _incident(root / name)
+    team = _team_paths(library)
+    if name in team:
+        return _incident(team[name], TEAM)
+    known = names + [n for n in team if n not in names]
+    close = [n for n in known if name and name in n][:3]
+    close += [n for n in difflib.get_close_matches(name, known, n=3, cutoff=0.5) if n not in close]
+    where = [str(root)] if root is not None else []
+    where.append(f"the team library {library_dir(library)}")
+    raise PracticeError(f"no case {name!r} in {' or '.join(where)}",
+                        hint=(f"did you mean {' or '.join(close[:3])}? " if close else "")
+                        + "`sgl-kit practice list` names every case")
 
 
 def first_case(corpus: str | os.PathLike | None = None) -> Incident:
@@ -188,7 +251,7 @@ def first_case(corpus: str | os.PathLike | None = None) -> Incident:
     return min(fit, key=lambda c: (rank.get(c.difficulty, len(rank)), c.name))
 
 
-def _incident(path: Path) -> Incident:
+def _incident(path: Path, origin: str = CORPUS) -> Incident:
     import yaml
 
     try:
@@ -204,9 +267,10 @@ def _incident(path: Path) -> Incident:
     files: dict[str, str] = {}
     for item in data.get("evidence") or []:
         files.setdefault(item["file"], item.get("kind", "paste"))
-    for p in sorted(path.iterdir()):
-        if p.is_file() and p.name not in META_FILES:
-            files.setdefault(p.name, "paste")
+    if "format" not in data:  # a captured case (kit.case) lists its evidence: findings.json and the run are not
+        for p in sorted(path.iterdir()):
+            if p.is_file() and p.name not in META_FILES:
+                files.setdefault(p.name, "paste")
     return Incident(
         # a case not yet written up for practice is listed, marked, and graded by nobody
         name=path.name, path=path, title=str(data.get("title", "(no practice title yet)")),
@@ -217,7 +281,7 @@ def _incident(path: Path) -> Incident:
         fix=str(data.get("fix", "not stated")), evidence_shows_cause=_word(data.get("evidence_shows_cause")),
         kit_can_detect=_word(data.get("kit_can_detect")), answer=str(data.get("answer", NOT_STATED)),
         settle=str(data.get("settle", "")), reader_version=data.get("reader_version"),
-        files=tuple(files.items()), data=data)
+        files=tuple(files.items()), data=data, origin=origin)
 
 
 def _word(value) -> str:
@@ -300,13 +364,26 @@ def choice_of(hypothesis: str | Choice | None) -> Choice | None:
 
 
 def run_doctor(case: Incident, *, sglang: str | None = None):
-    """The doctor on the case's evidence files, as `sgl-kit doctor --paste FILE...` reads them. Launch
-    text is read with the flag table of ``sglang``, else the case's ``reader_version`` (the release
-    tests/test_incidents.py reads it with), whose source is downloaded once and cached."""
+    """The doctor on the case's evidence files: each of a kind in DOCTOR_OPTIONS given to that option
+    (``topo`` files together), the others as `sgl-kit doctor --paste FILE...` reads them, KEPT ones not at
+    all. Launch text is read with the flag table of ``sglang``, else the case's ``reader_version`` (the
+    release tests/test_incidents.py reads it with, or the one a captured case ran), whose source is
+    downloaded once and cached."""
     from kit.doctor import diagnose, from_files
 
-    paths = [str(case.path / name) for name, _ in case.files]
-    return diagnose(from_files(paste=paths, sglang=sglang or case.reader_version))
+    options: dict[str, Any] = {}
+    paths: list[str] = []
+    for name, kind in case.files:
+        path = str(case.path / name)
+        if kind == KEPT:
+            continue
+        if kind == "topo":
+            options.setdefault("topo", []).append(path)
+        elif kind in DOCTOR_OPTIONS and kind not in options:
+            options[kind] = path
+        else:
+            paths.append(path)
+    return diagnose(from_files(paste=paths or None, sglang=sglang or case.reader_version, **options))
 
 
 @dataclass(frozen=True)
@@ -319,16 +396,20 @@ class Reveal:
     answer: Choice | None  # None: the thread states no cause
     evidence_shows_cause: str
     kit_can_detect: str
+    origin: str = CORPUS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "stated_cause": self.stated_cause, "cause": self.cause, "fix": self.fix,
+        return {"from": self.origin, "url": self.url, "stated_cause": self.stated_cause, "cause": self.cause, "fix": self.fix,
                 "answer": self.answer.id if self.answer else NOT_STATED,
                 "answer_title": self.answer.title if self.answer else "the thread states no cause",
                 "evidence_shows_cause": self.evidence_shows_cause, "kit_can_detect": self.kit_can_detect}
 
     def text(self) -> str:
-        answer = self.answer.title if self.answer else "not graded: the thread states no cause"
-        return "\n".join([f"{self.name}: the answer", f"  thread: {self.url}",
+        answer = self.answer.title if self.answer else (
+            "not graded: the resolution names no hypothesis (a rule id or title)" if self.origin == TEAM
+            else "not graded: the thread states no cause")
+        where = "case" if self.origin == TEAM else "thread"
+        return "\n".join([f"{self.name}: the answer", f"  {where}: {self.url}",
                           f"  stated cause: {self.stated_cause}", f"  the cause, in short: {self.cause}",
                           f"  the hypothesis that names it: {answer}",
                           f"  can the posted evidence show it: {self.evidence_shows_cause}",
@@ -351,7 +432,7 @@ def reveal(case: Incident) -> Reveal:
     answer = None if case.answer == NOT_STATED else next(
         (c for c in choices() if c.id == case.answer), Choice(case.answer, f"{case.answer} (not a rule here)"))
     return Reveal(case.name, case.url, case.stated_cause, case.cause, case.fix, answer,
-                  case.evidence_shows_cause, case.kit_can_detect)
+                  case.evidence_shows_cause, case.kit_can_detect, case.origin)
 
 
 @dataclass(frozen=True)
@@ -449,15 +530,157 @@ def settle(case: Incident, diagnosis=None) -> Settle:
     return Settle(case.name, tuple(items))
 
 
-def hit_rate(corpus: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The doctor over every case (no trainee): per case its outcome and what it named; right over graded."""
+def hit_rate(corpus: str | os.PathLike | None = None, *, library: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The doctor over every case (no trainee): per case its outcome and what it named; right over graded.
+    The corpus' cases, then the team library's when ``library`` is given or $SGL_KIT_PRACTICE_LIBRARY set."""
     rows = []
-    for case in cases(corpus):
+    for case in cases(corpus, library=library, team=bool(os.environ.get(LIBRARY_ENV))):
         d = run_doctor(case)
         v = _doctor_verdict(case, d)
-        rows.append({"case": case.name, "answer": case.answer, "doctor": v.outcome,
+        rows.append({"case": case.name, "from": case.origin, "answer": case.answer, "doctor": v.outcome,
                      "named": [f.id for f in d.findings], "why": v.text})
     graded = [r for r in rows if r["doctor"] != "ungraded"]
     right = sum(r["doctor"] == "right" for r in graded)
     return {"cases": rows, "graded": len(graded), "right": right,
             "rate": right / len(graded) if graded else None}
+
+
+# --------------------------------------------------------------------------- the team's own cases
+
+
+def add(case_dir: str | os.PathLike, library: str | os.PathLike | None = None, name: str | None = None, *,
+        force: bool = False, title: str | None = None) -> Path:
+    """Copy a resolved case (``sgl-kit capture``, then ``sgl-kit case resolve``) into the team library
+    (library_dir) as a practice case named ``name`` (default: the case's id), and return its folder.
+
+    The copy's case.yaml gets the practice keys: ``cause`` and ``fix`` (the resolution's), ``url`` (the
+    case's ``url``, else where and when it was captured), ``title`` (``title``, else the case's id, sglang and
+    model: nothing that gives a finding away),
+    ``difficulty: unrated``, ``version`` and ``reader_version`` (the captured sglang), ``answer`` only when
+    the cause names a hypothesis (a rule id or title, `something else`, `nothing is wrong`), and
+    ``evidence``: each captured file with the doctor's option that reads it as its kind (findings.json
+    and the resolution's run are the answer's side, not evidence). A ``source.md`` (date, sglang version,
+    GPU, model, stated cause) and an ``evidence.sha256`` are written beside them. An entry of that name
+    is replaced only with ``force``."""
+    import shutil
+
+    from kit.case.layout import FILES, FINDINGS_FILE, open_case, write_meta
+
+    case = open_case(case_dir)
+    resolution = case.resolution
+    if not isinstance(resolution, dict) or not resolution.get("cause"):
+        raise PracticeError(f"{case.path} is not resolved: a practice case needs the cause and the fix",
+                            hint=f"resolve it first: sgl-kit case resolve {case.path} --cause ... --fix ...")
+    name = _entry_name(name or case.id)
+    root = library_dir(library)
+    dest = root / name
+    src = case.path.resolve()
+    if dest.resolve() == src or src in dest.resolve().parents:
+        raise PracticeError(f"{case.path} cannot be added to {root}: the entry {dest} would be the case itself "
+                            "or inside it", hint="give another --library (library= in Python)")
+    if dest.exists() and not force:
+        raise PracticeError(f"the team library {root} already has a case {name!r}",
+                            hint="give another --name, or --force to replace it (force=True in Python)")
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".{name}.adding-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.tmp", "source.md", "evidence.sha256"))
+        meta = dict(case.meta)
+        evidence = [{"file": f, "kind": FILES[f][1] or KEPT} for f in case.files if f in FILES and f != FINDINGS_FILE]
+        evidence.sort(key=lambda e: (_shown_rank(e["kind"]), e["file"]))
+        # the exercise's title gives no finding away: the trainee reads the evidence first
+        model = _model_of(case.path / "server_info.json").rstrip("/").rsplit("/", 1)[-1]
+        neutral = f"captured case {case.id}: sglang {case.version or '?'}" + (
+            f", {model}" if model != "not captured" else "")
+        captured = meta.get("captured") if isinstance(meta.get("captured"), dict) else {}
+        at = str(captured.get("at") or "an unknown time")
+        version = case.version
+        meta.update({
+            "url": str(meta.get("url") or f"captured {case.id} at {at}"),
+            "cause": str(resolution["cause"]), "fix": str(resolution.get("fix") or "not stated"),
+            "title": _one_line(title or neutral), "difficulty": "unrated",
+            "version": version or "not known", "evidence": evidence,
+        })
+        if version:
+            meta["reader_version"] = version
+        meta.pop("answer", None)
+        answer = _answer_of(str(resolution["cause"]))
+        if answer:
+            meta["answer"] = answer
+        write_meta(tmp, meta)
+        facts = {"URL": meta["url"], "Date": at, "sglang version": version or "not known",
+                 "GPU": _gpus_of(case.findings), "Model": _model_of(case.path / "server_info.json"),
+                 "Stated cause": _one_line(str(resolution["cause"]))}
+        (tmp / "source.md").write_text(
+            f"# {meta['title']}\n\n" + "".join(f"- {k}: {v}\n" for k, v in facts.items())
+            + f"\nA case of the team's own, captured with `sgl-kit capture` and resolved by "
+              f"{resolution.get('by', 'its owner')} at {resolution.get('at', 'a time not stated')}.\n",
+            encoding="utf-8")
+        (tmp / "evidence.sha256").write_text(
+            "".join(f"{hashlib.sha256((tmp / e['file']).read_bytes()).hexdigest()}  {e['file']}\n" for e in evidence),
+            encoding="utf-8")
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _shown_rank(kind: str) -> int:
+    """The order a trainee reads a captured case's evidence in: the log, the launch, then the rest."""
+    order = ("log", "command", "server_info", "environ", "nvidia_smi", "topo", "model_config")
+    return order.index(kind) if kind in order else len(order)
+
+
+def _entry_name(name: str) -> str:
+    bad = (not name.strip() or name != name.strip() or "/" in name or os.sep in name or name.startswith(".")
+           or name in (FIRST, "random"))
+    if bad:
+        raise PracticeError(f"{name!r} cannot name a practice case: a case's name is one folder name, not "
+                            f"starting with a dot, and not `{FIRST}` or `random` (they pick a corpus case)",
+                            hint="give another --name (name= in Python)")
+    try:
+        corpus = corpus_dir()
+    except PracticeError:
+        return name
+    if (corpus / name / "case.yaml").is_file():
+        raise PracticeError(f"the corpus ({corpus}) has a case {name!r}: a team case of that name would be hidden",
+                            hint="give another --name (name= in Python)")
+    return name
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _answer_of(cause: str) -> str | None:
+    """The hypothesis a resolution's cause names exactly (a rule id or title, or one of the two others)."""
+    try:
+        picked = choice_of(cause)
+    except PracticeError:
+        return None
+    return picked.id if picked else None
+
+
+def _gpus_of(findings: dict | None) -> str:
+    """`2x NVIDIA RTX A6000` from findings.json's hardware (what the doctor read at capture time)."""
+    from collections import Counter
+
+    hardware = (findings or {}).get("hardware") if isinstance(findings, dict) else None
+    gpus = hardware.get("gpus") if isinstance(hardware, dict) else None
+    names = Counter(str(g.get("name")) for g in gpus or [] if isinstance(g, dict) and g.get("name"))
+    return ", ".join(f"{n}x {gpu}" for gpu, n in names.items()) or "not captured"
+
+
+def _model_of(server_info: Path) -> str:
+    """The model path /server_info reported at capture time."""
+    import json
+
+    try:
+        data = json.loads(server_info.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "not captured"
+    model = data.get("model_path") if isinstance(data, dict) else None
+    return str(model) if model else "not captured"

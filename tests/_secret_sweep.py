@@ -493,6 +493,11 @@ def run_live(sweep: Sweep) -> None:
     sweep.sgl_kit("gates lab", "gates", "prefill-graph", "lab")
     sweep.sgl_kit("bench lab", "bench", "lab", "-n", "2", "--warmup", "0", "--max-tokens", "8", "--input-len", "8",
                   "--out", "runs/bench-lab.jsonl")
+    case = sweep.root / "out" / "case"
+    sweep.sgl_kit("capture lab", "capture", "lab", "-o", str(case), "--interval", "1")
+    sweep.sgl_kit("doctor --case --compare --json", "--json", "doctor", "--case", str(case), "--compare")
+    sweep.sgl_kit("case show", "case", "show", str(case))
+    sweep.sgl_kit("report --case", "report", "--case", str(case), "-o", str(sweep.root / "out" / "case-report.html"))
 
 
 def run_notebooks(sweep: Sweep) -> None:

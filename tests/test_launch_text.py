@@ -470,3 +470,17 @@ def test_html_comments_are_blanked_and_lines_kept():
     text = "a <!-- x --> b\n<!-- a template's\nsglang 0.4.0 -->after\n```\n<!-- in code -->\n```"
     out = strip_markdown(text).split("\n")
     assert out[:3] == ["a  b", "", "after"] and out[4] == "<!-- in code -->" and len(out) == 6
+
+
+def test_sglangs_own_warning_about_its_entrypoint_is_not_a_launch():
+    """sglang 0.5.11's log (the real CPU server) warns with a quoted launch and a usage line: neither is one."""
+    from kit.server_args.paste import split_paste
+
+    log = ("[2026-12-06 10:40:13] The current platform does not support Intel AMX, will fallback to torch_native.\n"
+           "/opt/venv/lib/python3.11/site-packages/sglang/launch_server.py:54: UserWarning: 'python -m "
+           "sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.\n"
+           "  Example: sglang serve --model-path <model> [options]\n"
+           "  warnings.warn(\n")
+    assert split_paste(log).of("launch") == []
+    launch = "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2\n"
+    assert len(split_paste(log + launch).of("launch")) == 1

@@ -394,3 +394,36 @@ def test_notebook_01_plots_the_real_servers_series_from_the_real_prometheus(real
     assert "missing: sglang:spec_accept_length" in text  # the CPU server runs no speculative decoding: named
     assert "queue-time-measured" in text  # the runtime rules' findings over the same span
     (tmp_path.parent / "01_symptom_real_prometheus.ipynb").write_bytes(out.read_bytes())
+
+
+# ---------------------------------------------------------------------------- a case keeps the series
+
+
+def test_a_capture_with_prometheus_keeps_the_series_and_replays_them_offline(real_runs, tmp_path, monkeypatch):
+    """`sgl-kit capture --prometheus`: the series the runtime rules read are kept in the case, and the replay
+    reads them there (no network connection at all), to the same answer."""
+    import json
+    import socket
+
+    import kit
+    from kit.case import compare_case
+
+    result = kit.capture("local", tmp_path / "case", port=int(real_runs["port"]), prometheus=real_runs["prom"].url,
+                         since="15m", interval=0)
+    assert "prometheus.json" in result.files, result.missing
+    kept = json.loads((tmp_path / "case" / "prometheus.json").read_text())
+    assert kept["queue_time_sum"]["status"] == "measured" and kept["span"].get("kind") != "page"
+    recorded = json.loads((tmp_path / "case" / "findings.json").read_text())
+    assert recorded["sources"]["runtime"].startswith(f"Prometheus at {real_runs['prom'].url}")
+    connect = socket.socket.connect
+
+    def refuse(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            raise AssertionError(f"the replay opened a network connection: {address}")
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    diagnosis, diff = compare_case(tmp_path / "case")
+    assert not diff.differs, diff.to_text()
+    assert diagnosis.to_dict()["sources"]["runtime"] == "the Prometheus series kept in prometheus.json"
+    assert {r["id"] for r in recorded["findings"]} == {f.id for f in diagnosis.findings}

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _case_notes_support import findings, make_case
 
 import kit.practice as practice
+from kit.case.notes import resolve
 from kit.errors import PracticeError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +35,12 @@ KEYS = ("id", "url", "version", "cause", "evidence_shows_cause", "kit_can_detect
 def sgl_kit(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([SGL_KIT, *args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, env=env)
+
+
+@pytest.fixture(autouse=True)
+def _no_team_library_of_this_machine(tmp_path_factory, monkeypatch):
+    """The team library read is an empty one of the test's, never the one of the person running the tests."""
+    monkeypatch.setenv(practice.LIBRARY_ENV, str(tmp_path_factory.mktemp("team-library")))
 
 
 # -- every case folder -------------------------------------------------------------------------------
@@ -301,3 +309,134 @@ def test_a_case_not_yet_written_up_for_practice_is_listed_and_marked(tmp_path):
     (dest / "case.yaml").write_text(re.sub(r"^(title|difficulty|answer|settle):.*\n", "", text, flags=re.M))
     [case] = practice.cases(tmp_path / "incidents")
     assert (case.difficulty, case.answer) == ("unrated", "not-stated") and "no practice title" in case.title
+
+
+# -- the team's own cases -------------------------------------------------------------------------------
+
+CAUSE = "the decode CUDA graph was off: --disable-cuda-graph stayed in the launch after a debug session"
+
+
+@pytest.fixture
+def resolved(tmp_path) -> Path:
+    case = make_case(tmp_path / "cases")
+    resolve(case, cause=CAUSE, fix="drop --disable-cuda-graph from the launch", by="alice")
+    return case
+
+
+def test_an_unresolved_case_is_not_added(tmp_path):
+    case = make_case(tmp_path / "cases")
+    with pytest.raises(PracticeError) as err:
+        practice.add(case, library=tmp_path / "lib")
+    assert "not resolved" in err.value.message
+    assert err.value.hint == f"resolve it first: sgl-kit case resolve {case} --cause ... --fix ..."
+    assert not (tmp_path / "lib").exists()
+    proc = sgl_kit("practice", "add", str(case), "--library", str(tmp_path / "lib"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "resolve it first" in proc.stderr
+
+
+def test_a_resolved_case_joins_the_team_library(resolved, tmp_path):
+    lib = tmp_path / "lib"
+    dest = practice.add(resolved, library=lib)
+    assert dest == lib / "slow-tuesday" and (resolved / "case.yaml").is_file()  # copied, the case stays
+    data = yaml.safe_load((dest / "case.yaml").read_text())
+    assert (data["cause"], data["fix"]) == (CAUSE, "drop --disable-cuda-graph from the launch")
+    assert data["url"] == "captured slow-tuesday at 2026-12-02T00:38:00Z" and data["difficulty"] == "unrated"
+    # the title gives no finding away; the cause names no rule, so no hypothesis is the answer
+    assert data["title"].startswith("captured case slow-tuesday: sglang 0.5.11") and "answer" not in data
+    assert findings()[0]["title"] not in data["title"]
+    assert data["evidence"] == [{"file": "server.log", "kind": "log"}, {"file": "server_info.json", "kind": "server_info"},
+                                {"file": "nvidia-smi.txt", "kind": "nvidia_smi"},
+                                {"file": "config.json", "kind": "model_config"}]
+    case = practice.load("slow-tuesday", library=lib)
+    info = json.loads((resolved / "server_info.json").read_text())
+    assert (case.origin, case.date, case.version) == ("team", "2026-12-02T00:38:00Z", "0.5.11")
+    assert (case.gpu, case.model, case.stated_cause) == ("1x NVIDIA H100 80GB HBM3", info["model_path"], CAUSE)
+    assert practice.verify_evidence(case) == []
+    # every kind is one the doctor's readers take: the doctor reads the copy as it read the case at capture
+    assert {kind for _, kind in case.files} <= {"log", *practice.DOCTOR_OPTIONS}
+    assert [f.id for f in practice.run_doctor(case).findings] == [f["id"] for f in findings()]
+    shown = case.text() + json.dumps(case.to_dict())
+    assert CAUSE not in shown and case.url not in shown and "stated_cause" not in shown
+    assert all(text.rstrip() in shown for _, _, text in case.evidence()) and "findings.json" not in shown
+    told = practice.reveal(case)
+    assert told.cause == CAUSE and told.answer is None and "case: captured slow-tuesday" in told.text()
+
+
+def test_the_library_refuses_to_overwrite_and_odd_names(resolved, tmp_path):
+    lib = tmp_path / "lib"
+    practice.add(resolved, library=lib)
+    with pytest.raises(PracticeError) as err:
+        practice.add(resolved, library=lib)
+    assert "already has a case 'slow-tuesday'" in err.value.message and "--force" in err.value.hint
+    resolve(resolved, cause="decode-cuda-graph-off", fix="drop --disable-cuda-graph")
+    dest = practice.add(resolved, library=lib, force=True)
+    assert yaml.safe_load((dest / "case.yaml").read_text())["cause"] == "decode-cuda-graph-off"
+    assert sorted(p.name for p in lib.iterdir()) == ["slow-tuesday"]  # nothing left half-written
+    for name in ("first", "random", "../up", ".hidden", CASES[0].name):
+        with pytest.raises(PracticeError) as err:
+            practice.add(resolved, library=lib, name=name)
+        assert "--name" in err.value.hint
+
+
+def test_team_cases_are_scored_only_when_the_library_is_asked_for(resolved, tmp_path, monkeypatch):
+    """And a resolution whose cause is a rule's id or title is graded like a corpus case."""
+    from kit._paths import CACHE_ENV, cache_dir
+
+    corpus = tmp_path / "incidents"
+    shutil.copytree(CORPUS / "sglang-10053-fine-single-stream", corpus / "sglang-10053-fine-single-stream")
+    home = tmp_path / "home"
+    monkeypatch.setenv(CACHE_ENV, str(cache_dir()))  # the sglang source already here, not a new download
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv(practice.LIBRARY_ENV)
+    resolve(resolved, cause="Decode runs without CUDA graphs", fix="drop --disable-cuda-graph")
+    default = practice.add(resolved).parent
+    assert default == home / ".local" / "share" / "sglang-investigation-kit" / "practice"
+    case = practice.load("slow-tuesday")
+    assert (case.origin, case.answer) == ("team", "decode-cuda-graph-off")
+    assert [r["case"] for r in practice.hit_rate(corpus)["cases"]] == ["sglang-10053-fine-single-stream"]
+    assert [c.name for c in practice.cases(corpus)] == ["sglang-10053-fine-single-stream"]
+    assert [(c.name, c.origin) for c in practice.cases(corpus, team=True)] == [
+        ("sglang-10053-fine-single-stream", "corpus"), ("slow-tuesday", "team")]
+    rows = practice.hit_rate(corpus, library=default)["cases"]
+    assert [(r["case"], r["from"], r["doctor"]) for r in rows] == [
+        ("sglang-10053-fine-single-stream", "corpus", "right"), ("slow-tuesday", "team", "right")]
+    # $SGL_KIT_PRACTICE_LIBRARY asks for it too (a library of one quick case)
+    other = tmp_path / "other-library"
+    shutil.copytree(CORPUS / "sglang-10053-fine-single-stream", other / "fine-copy")
+    monkeypatch.setenv(practice.LIBRARY_ENV, str(other))
+    assert [(r["case"], r["from"]) for r in practice.hit_rate(corpus)["cases"]] == [
+        ("sglang-10053-fine-single-stream", "corpus"), ("fine-copy", "team")]
+    # first and random keep to the corpus
+    assert practice.load("random", seed=1, corpus=corpus).origin == "corpus"
+    with pytest.raises(PracticeError) as err:
+        practice.load("fine-cpy", corpus=corpus)
+    assert "did you mean fine-copy?" in err.value.hint and str(other) in err.value.message
+    with pytest.raises(PracticeError) as err:
+        practice.cases(corpus, library=tmp_path / "no-such-library")
+    assert "no team library at" in err.value.message
+
+
+def test_practice_add_show_reveal_list_from_the_command_line(resolved, tmp_path):
+    lib = str(tmp_path / "lib")
+    proc = sgl_kit("practice", "add", str(resolved), "--library", lib, "--name", "graph-off")
+    assert proc.returncode == 0, proc.stderr
+    assert f"added graph-off to the team library {lib}" in proc.stdout
+    assert f"sgl-kit practice show graph-off --library {lib}" in proc.stdout
+    again = sgl_kit("practice", "add", str(resolved), "--library", lib, "--name", "graph-off")
+    assert again.returncode == 2 and "already has a case 'graph-off'" in again.stderr and "--force" in again.stderr
+    show = sgl_kit("practice", "show", "graph-off", "--library", lib)
+    assert show.returncode == 0, show.stderr
+    first_line = (resolved / "server.log").read_text().splitlines()[0]
+    assert "--- server.log (log, as captured) ---" in show.stdout and first_line in show.stdout
+    assert CAUSE not in show.stdout and f"sgl-kit practice reveal graph-off --library {lib}" in show.stdout
+    reveal = sgl_kit("practice", "reveal", "graph-off", "--library", lib)
+    assert reveal.returncode == 0, reveal.stderr
+    assert f"the cause, in short: {CAUSE}" in reveal.stdout and "fix: drop --disable-cuda-graph" in reveal.stdout
+    listing = sgl_kit("practice", "list", "--library", lib)
+    row = next(line for line in listing.stdout.splitlines() if line.startswith("graph-off "))
+    assert row.split()[1] == "team" and "captured case" in row and findings()[0]["title"] not in row
+    corpus_row = next(line for line in listing.stdout.splitlines() if line.startswith(CASES[0].name + " "))
+    assert corpus_row.split()[1] == "corpus"
+    rows = json.loads(sgl_kit("practice", "list", "--library", lib, "--json").stdout)
+    assert [r["from"] for r in rows if r["name"] == "graph-off"] == ["team"]
+    assert "graph-off" not in sgl_kit("practice", "list").stdout  # another library: not listed

@@ -20,7 +20,22 @@ from collections.abc import Callable, Sequence
 
 from kit.errors import KitError
 
-from . import args, bench, doctor, dryrun, known_issues, lab, metrics, practice, remote, report, upgrade, why
+from . import (
+    args,
+    bench,
+    capture,
+    case,
+    doctor,
+    dryrun,
+    known_issues,
+    lab,
+    metrics,
+    practice,
+    remote,
+    report,
+    upgrade,
+    why,
+)
 from .common import Parser, common_options
 
 __all__ = ["build_parser", "main"]
@@ -39,7 +54,7 @@ examples:
 """
 
 # In help order.
-GROUPS = (remote, doctor, known_issues, why, args, lab, bench, metrics, dryrun, upgrade, report, practice)
+GROUPS = (remote, doctor, known_issues, why, args, lab, bench, metrics, dryrun, upgrade, capture, case, report, practice)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,25 +24,37 @@ def register(sub) -> None:
     p = sub.add_parser(
         "doctor", help="find the throughput a server leaves on the table, with evidence and the fix",
         usage="sgl-kit doctor [TARGET] [--log FILE] [--server-info FILE] [--command FILE] [--nvidia-smi FILE] "
-              "[--topo FILE] [--model-config FILE] [--environ FILE] [--paste FILE] [--sglang VER] [--baseline FILE] [--bench FILE] [--prometheus URL [--since 1h]] [--json]",
+              "[--topo FILE] [--model-config FILE] [--environ FILE] [--paste FILE] [--sglang VER] [--baseline FILE] [--bench FILE] [--prometheus URL [--since 1h]] [--json]\n"
+              "       sgl-kit doctor --case DIR [--compare] [--download] [--json]",
         description="Run the doctor's rules over a server. With a TARGET (lab, local, an SSH target) it finds "
                     "the SGLang server there and reads its arguments (/server_info or log), launch command, "
                     "environment, log, GPUs (nvidia-smi, topo -m, topo -p2p) and the sglang source of its "
                     "own version. Without one it reads the files given. Each finding has evidence, the "
                     "source lines behind it, the fix in this version's flags and what not to do; then come "
                     "the hardware and the single-stream decode roofline. Findings are ordered by their "
-                    "estimated share of single-stream decode throughput.",
+                    "estimated share of single-stream decode throughput. With --case DIR (a case `sgl-kit capture` "
+                    "wrote) it diagnoses the case again, offline, and --compare sets that answer against the "
+                    "one recorded at capture (findings.json): the findings new, gone or changed.",
         epilog="examples:\n  sgl-kit doctor lab --baseline old.cmd\n"
                "  sgl-kit doctor --log server.log --nvidia-smi smi.txt --topo topo.txt --model-config config.json\n"
                "  sgl-kit doctor --paste issue.md --model-config config.json\n"
                "  sgl-kit doctor --command launch.sh          # no --sglang: the release is inferred, and said\n"
-               "  sgl-kit doctor gpu-box --json | jq '.findings[].id'",
+               "  sgl-kit doctor gpu-box --json | jq '.findings[].id'\n"
+               "  sgl-kit doctor --case out/case --compare   # a captured case, offline, against its findings.json",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("target", nargs="?", help="lab, local, ssh://user@host:port or an ~/.ssh/config alias; "
                                              "leave out to read only the files given")
     _evidence_options(p)
     p.add_argument("--baseline", metavar="FILE", help="a known-good launch: log, /server_info JSON or command")
     p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length")
+    cased = p.add_argument_group("a captured case (sgl-kit capture)")
+    cased.add_argument("--case", metavar="DIR", help="diagnose a case directory offline: its files, the sglang "
+                                                     "source from this machine's cache (else the case's excerpts)")
+    cased.add_argument("--compare", action="store_true",
+                       help="with --case: set today's answer against the case's findings.json (new, gone, changed)")
+    cased.add_argument("--download", action="store_true",
+                       help="with --case: download the case's sglang release when it is not cached (default: "
+                            "nothing is fetched)")
     p.add_argument("--trace", metavar="FILE", nargs="+", help="torch-profiler traces of the server (`sgl-kit profile`): "
                                                            "the rules over its steps read their summary")
     p.add_argument("--capacity", action="store_true", help="add sglang's capacity arithmetic for this launch (graph "
@@ -106,6 +118,8 @@ def cmd_gates(args) -> int:
 def cmd_doctor(args) -> int:
     from kit.doctor import diagnose
 
+    if args.case or args.compare or args.download:
+        return _doctor_case(args)
     check_since(args)
     err = console(stderr=True)
     quiet = args.json or not sys.stderr.isatty()
@@ -134,6 +148,53 @@ def cmd_doctor(args) -> int:
         sys.stdout.write(result.to_text(width=_width()))
         if capacity is not None:
             sys.stdout.write("\n" + capacity.text() + "\n")
+    return 0
+
+
+def _doctor_case(args) -> int:
+    """``doctor --case DIR [--compare]``: a captured case diagnosed again, offline."""
+    from kit.case import compare_case, replay
+    from kit.doctor import EVIDENCE_FILES
+
+    if not args.case:
+        raise UsageError("--compare and --download go with --case DIR", hint="sgl-kit doctor --case DIR --compare")
+    others = [f"--{n.replace('_', '-')}" for n in (*EVIDENCE_FILES, "sglang", "gpu", "baseline", "bench", "trace",
+                                                   "prometheus") if getattr(args, n, None)]
+    if args.target or others:
+        raise UsageError(f"--case reads the case's own files: leave out {', '.join(([args.target] if args.target else []) + others)}",
+                         hint="sgl-kit doctor --case DIR, or sgl-kit doctor TARGET for a live server")
+    err = console(stderr=True)
+    quiet = args.json or not sys.stderr.isatty()
+    status = err.status("sgl-kit doctor: reading the case") if not quiet else None
+    if status is not None:
+        status.start()
+    try:
+        def progress(text: str) -> None:
+            if status is not None:
+                status.update(f"sgl-kit doctor: {text}")
+
+        if args.compare:
+            result, diff = compare_case(args.case, download=args.download, progress=progress)
+        else:
+            result, diff = replay(args.case, download=args.download, progress=progress), None
+    finally:
+        if status is not None:
+            status.stop()
+    from kit.case import open_case
+
+    at_capture = sum(int(r.get("count") or 0) for r in open_case(args.case).meta.get("redacted") or [])
+    if args.json:
+        data = result.to_dict()
+        if at_capture and not data.get("masked"):
+            data["masked"] = {"at capture (case.yaml: redacted)": at_capture}
+        emit_json({**data, **({"comparison": diff.to_dict()} if diff is not None else {})})
+    else:
+        sys.stdout.write(result.to_text(width=_width()))
+        if diff is not None:
+            sys.stdout.write("\n" + diff.to_text() + "\n")
+        if at_capture:
+            sys.stdout.write(f"the case's files: masked {at_capture} secret value{'s' if at_capture != 1 else ''} "
+                             "at capture (case.yaml lists where, never the values)\n")
     return 0
 
 

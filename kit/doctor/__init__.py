@@ -22,17 +22,17 @@ from kit.errors import KitError, UsageError
 
 from . import rules, rules_capacity, rules_hw, rules_known, rules_metrics, rules_resolved, rules_runtime  # noqa: F401  (they register their rules)
 from .case import Case
-from .evidence import Evidence, from_files, from_server, launch_word
+from .evidence import Evidence, from_files, from_server, lab_stand_in, launch_word
 from .facts import FACTS, UndeclaredFact, missing, strict
 from .reconcile import reconcile
 from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import GAPS, RULES, Rule, in_group, ordered, version_in
-from .rules_metrics import add_runtime
+from .rules_metrics import add_runtime, add_runtime_page
 from .rules_trace import add_trace  # registers its rules; a trace summary as evidence
 
 __all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "Impact", "ModelSize", "RULES", "Roofline", "Rule",
-           "EVIDENCE_FILES", "add_runtime", "add_trace", "diagnose", "doctor", "gather", "runtime_diagnosis", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
+           "EVIDENCE_FILES", "add_runtime", "add_runtime_page", "add_trace", "lab_stand_in", "diagnose", "doctor", "gather", "runtime_diagnosis", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
 
 
 def doctor(target: str | None = None, *, host=None, server=None, pid: int | None = None, port: int | None = None,

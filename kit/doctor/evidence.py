@@ -23,7 +23,7 @@ from kit.errors import KitError, ParseError
 
 from .partial import fill_cut, infer_version, prose_evidence, prose_hardware, unknown_gpu
 
-__all__ = ["Evidence", "from_files", "from_server"]
+__all__ = ["Evidence", "from_files", "from_server", "lab_stand_in"]
 
 # The environment a server's speed depends on.
 ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH_", "PYTORCH_")
@@ -84,12 +84,16 @@ def from_files(
     sglang: str | None = None, package_dir: str | None = None, baseline: str | None = None,
     bench: str | None = None, gpu: str | None = None, environ: str | None = None,
     progress: Callable[[str], None] | None = None, tree=None, paste: str | list[str] | None = None,
+    download: bool = True, resolve_launch: bool = True,
 ) -> Evidence:
     """Evidence from files on this machine. The sglang source is ``package_dir``, or release
     ``sglang``, or the release the log names (downloaded once with ``pip download --no-deps``);
     ``tree`` is a kit.source.SourceTree already at hand (a notebook reuses its parsed source).
     ``paste`` is a whole issue body, chat message or runbook dump (kit.server_args.split_paste);
-    any other file option holding several kinds of evidence is read the same way."""
+    any other file option holding several kinds of evidence is read the same way. With ``download=False``
+    nothing is fetched: a release whose source is not cached here is read without its source, and said.
+    ``resolve_launch=False`` reads the server's values as they are, as the live doctor does (a captured case
+    replayed, kit.case.replay), without resolving the launch with sglang's code."""
     from kit.server_args import from_server_info
 
     ev = Evidence("files")
@@ -137,7 +141,7 @@ def from_files(
         try:
             from kit.launch_file import source_tree
 
-            ev.tree = source_tree(package_dir, None if package_dir else ev.version)
+            ev.tree = source_tree(package_dir, None if package_dir else ev.version, download=download)
             ev.version = ev.tree.version or ev.version
             ev.version_basis = ev.version_basis or "given"
             ev.sources["source"] = str(ev.tree.root)
@@ -165,7 +169,8 @@ def from_files(
     _decode_alone(ev, pending)
     _hardware_from_files(ev, nvidia_smi, topo, gpu)
     _model_config(ev, model_config)
-    _resolve_launch(ev)
+    if resolve_launch:
+        _resolve_launch(ev)
     _baseline(ev, baseline)
     _bench(ev, bench)
     ev.notices = list(dict.fromkeys(ev.notices))
@@ -784,7 +789,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     except KitError as err:
         ev.problem(f"nvidia-smi on {host.name}", err)
     if server.kind == "lab" and (ev.hardware is None or not ev.hardware.gpus):
-        ev.hardware = _lab_gpus(server, ev)
+        ev.hardware = lab_stand_in(ev, server.env or {})
     _model_config(ev, None, host)
     _baseline(ev, baseline)
     _bench(ev, bench)
@@ -794,20 +799,21 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     return ev
 
 
-def _lab_gpus(server, ev: Evidence):
-    """The lab's stand-in GPUs: its scenario's GPU profile, tp_size of them."""
+def lab_stand_in(ev: Evidence, env: dict):
+    """The lab's stand-in GPUs: its scenario's GPU profile, tp_size of them; ``env`` is the lab server's
+    environment (its scenario and machine fixes), live or as a captured case keeps it."""
     from kit.lab.throughput import load_scenario
 
-    scenario = load_scenario((server.env or {}).get("SGL_KIT_LAB_SCENARIO"))
+    scenario = load_scenario(env.get("SGL_KIT_LAB_SCENARIO"))
     hw = _stand_in(scenario.params["gpu"], ev.args.get("tp_size") or 1, f"the lab's scenario {scenario.name}")
     hw.note = (f"the lab stands in for {len(hw.gpus)}x {hw.gpus[0].name} (scenario {scenario.name}); "
                "no GPU is read")
     ev.sources["hardware"] = f"the lab's scenario {scenario.name} (a stand-in; this machine has no GPU)"
-    _lab_machine(server, scenario, hw, ev)
+    _lab_machine(env, scenario, hw, ev)
     return hw
 
 
-def _lab_machine(server, scenario, hw, ev: Evidence) -> None:
+def _lab_machine(env: dict, scenario, hw, ev: Evidence) -> None:
     """What the lab's stand-in `nvidia-smi topo -m` and `topo -p2p` print, when its scenario says
     (``machine``), after the machine fixes the lab server runs with; read like a real box's."""
     from kit.errors import ParseError
@@ -815,7 +821,7 @@ def _lab_machine(server, scenario, hw, ev: Evidence) -> None:
     from kit.lab.throughput import MACHINE_ENV, machine_fixes
 
     machine = scenario.params.get("machine") or {}
-    applied = (server.env or {}).get(MACHINE_ENV, "")
+    applied = env.get(MACHINE_ENV, "")
     p2p = machine.get("p2p")
     for fix in machine_fixes(scenario, applied):
         p2p = fix.get("p2p", p2p)

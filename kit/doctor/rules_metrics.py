@@ -31,7 +31,7 @@ from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
 from .rulebase import Fix, Impact, Rule, gap, not_estimated, rule
 
-__all__ = ["ACCEPT_DROP", "GROUP", "LOW_CACHE_HIT", "QUEUE_SHARE", "add_runtime", "evidence_gaps"]
+__all__ = ["ACCEPT_DROP", "GROUP", "LOW_CACHE_HIT", "QUEUE_SHARE", "add_runtime", "add_runtime_page", "evidence_gaps"]
 
 GROUP = "metrics"  # every rule below declares it: kit.doctor.rulebase.in_group("metrics")
 
@@ -52,7 +52,7 @@ def add_runtime(ev, *, server=None, prometheus=None, since: str | float = "1h", 
     (``metrics_url``, or the live ``server``'s URL when it runs with ``--enable-metrics``). What cannot
     be read is a problem in ``ev.problems``; the rest of the evidence still counts."""
     from kit.errors import MetricsError
-    from kit.metrics import Prometheus, page_facts, runtime_facts
+    from kit.metrics import Prometheus, runtime_facts
 
     names = _names(ev)
     if prometheus:
@@ -83,11 +83,20 @@ def add_runtime(ev, *, server=None, prometheus=None, since: str | float = "1h", 
     except MetricsError as err:
         ev.problem(f"the server's /metrics ({url})", err)
         return
-    started = getattr(server, "started_at", None) if server is not None else None
-    facts = page_facts(page, source=url.rstrip("/") + ("" if url.rstrip("/").endswith("/metrics") else "/metrics"),
-                       names=names, started=started)
-    if server is not None:
-        facts["span"]["pid"] = getattr(server, "pid", None)
+    add_runtime_page(ev, page, source=url.rstrip("/") + ("" if url.rstrip("/").endswith("/metrics") else "/metrics"),
+                     started=getattr(server, "started_at", None) if server is not None else None,
+                     pid=getattr(server, "pid", None) if server is not None else None, names=names)
+
+
+def add_runtime_page(ev, page, *, source: str, at: float | None = None, started: float | None = None,
+                     pid: int | None = None, names=None) -> None:
+    """Put what one ``/metrics`` page (kit.metrics.scrape or parse_metrics_text) says in ``ev.runtime``:
+    a live scrape, or the page a captured case keeps (``at``: when it was scraped)."""
+    from kit.metrics import page_facts
+
+    facts = page_facts(page, source=source, names=names if names is not None else _names(ev), started=started, at=at)
+    if pid is not None:
+        facts["span"]["pid"] = pid
     ev.runtime = facts
     ev.sources["runtime"] = f"one scrape of {facts['span']['source']}, {_window(facts)}"
 

@@ -32,6 +32,11 @@ _LAUNCH = re.compile(r"sglang[. ]launch_server|-m\s+sglang(?:\.cli\.main)?\s+ser
 _SHELLISH = re.compile(r"^\s*(?:#!|export\s|[A-Za-z_]\w*=|#|cd\s|source\s|set\s|exec\s|docker\s|kubectl\s)")
 _CONTINUED = re.compile(r"\\\s*$")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Z][A-Z0-9_]*=\S*")
+# Python's own warning or error line (`.../launch_server.py:54: UserWarning: 'python -m sglang.launch_server' is
+# still supported ...`): a log line that quotes a launch, not one
+_PY_WARNING = re.compile(r"^\s*\S+\.py:\d+: \w*(?:Warning|Error)\b")
+# ... and its usage line with placeholders (`  Example: sglang serve --model-path <model> [options]`)
+_USAGE = re.compile(r"^\s*(?:Example|Usage)\s*:.*<[\w-]+>", re.I)
 _LOG_LINE = re.compile(r"^\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|^\s*\[\d\d:\d\d:\d\d|^\s*(?:INFO|WARNING|ERROR)[ :]")
 _CHECK_ENV_KEYS = re.compile(r"^(?:Python|CUDA available|GPU [\d,]+(?: Compute Capability)?|CUDA_HOME|NVCC|"
                              r"CUDA Driver Version|PyTorch|sglang|sgl_kernel|sgl-kernel|flashinfer(?:_python)?|triton|"
@@ -272,7 +277,8 @@ def _blocks(lines: list[str], kind: list, fences: dict[int, int]) -> None:
                         _mark(kind, i, end, k)
                         i = end + 1
                         continue
-        if _LAUNCH.search(line) and "server_args=" not in line and not _LOG_LINE.match(line):
+        if _LAUNCH.search(line) and "server_args=" not in line and not _LOG_LINE.match(line) \
+                and not _PY_WARNING.match(line) and not _USAGE.match(line):
             a, j = _launch_extent(lines, i, kind, fences)
             _mark(kind, a, j, "launch")
             i = j + 1
