@@ -353,3 +353,69 @@ def test_after_make_demo_the_notebooks_in_jupyterlab_show_the_symptom_and_its_ca
     with capsys.disabled():
         print("\nthe story in JupyterLab: screenshots "
               + ", ".join(f"{SCREENSHOTS.relative_to(ROOT)}/story_{n.removesuffix('.ipynb')}.png" for n in STORY))
+
+
+# -- a captured case's page (`sgl-kit report --case DIR`), from file:// with the network blocked -----------
+
+
+def _case_page_builder():
+    """tests/test_case_report.py's case (real doctor answer over a real 0.5.11 log, notes, a resolution, an
+    excerpt of the real source, planted secrets), loaded by path: tests/ is not on sys.path here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("case_report_cases", ROOT / "tests" / "test_case_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_case_page_renders_offline_with_each_note_beside_its_finding(browser, tmp_path: Path, capsys):
+    import kit
+    from kit.launch_file import source_tree
+    from kit.report.case_page import case_report
+
+    cases = _case_page_builder()
+    answer = json.loads(json.dumps(kit.doctor.doctor(log=str(cases.LOG), sglang="0.5.11").to_dict()))
+    case = cases.make_case(tmp_path, answer, Path(source_tree(None, "0.5.11").root))
+    result = case_report(case)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+    context.set_default_timeout(30_000)
+    left: list[str] = []
+    context.route("**/*", lambda route: local_only(route, left))
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(("file:", "data:")) else left.append(r.url))
+    page.on("websocket", lambda ws: left.append(ws.url))
+    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+    try:
+        page.goto(result.path.resolve().as_uri(), wait_until="load", timeout=60_000)
+        text = page.inner_text("body")
+        assert cases.CAUSE in text and cases.FIX in text, text[:2000]
+        # the note on the first finding is drawn in that finding's box, to the right of its body
+        first = answer["findings"][0]["title"]
+        box = page.locator("article.finding", has_text=first).first
+        assert cases.NOTE_ON_FINDING in box.inner_text()
+        body, aside = box.locator(".body").bounding_box(), box.locator("aside.notes-beside").bounding_box()
+        assert aside["x"] >= body["x"] + body["width"] - 1 and aside["y"] < body["y"] + body["height"], (body, aside)
+        # the evidence is collapsed until opened; no planted secret is in what the browser shows
+        log = page.locator("details", has=page.locator("summary", has_text="server.log"))
+        assert not log.locator("pre").is_visible()
+        log.locator("summary").click()
+        assert log.locator("pre").is_visible()
+        shown = page.inner_text("body")
+        assert "<redacted:api_key>" in shown and not any(s in shown for s in cases.SECRETS)
+        log.locator("summary").click()
+        page.screenshot(path=str(SCREENSHOTS / "case_report.png"), full_page=True)
+        assert not problems, f"the case page raised or logged errors: {problems}"
+        assert not left, f"the case page tried the network: {sorted(set(left))}"
+    except BaseException:
+        _on_failure(page, "case_report", None, problems)
+        raise
+    finally:
+        context.close()
+    with capsys.disabled():
+        print(f"\ncase page ({result.bytes / 1e3:.0f} kB, offline): screenshot "
+              f"{SCREENSHOTS.relative_to(ROOT)}/case_report.png")
