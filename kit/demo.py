@@ -6,7 +6,9 @@
 The story brings the lab up with the incident's new launch, executes the guided notebooks
 00-05 with papermill against it, writes the executed notebooks and one HTML page of them to
 ``out/``, and prints a summary computed from those runs: the symptom, the causes with their
-``file:line``, the fixes, and the gain of each with its confidence interval.
+``file:line``, the fixes, and the gain of each with its confidence interval. The notebooks keep
+the server's evidence as a case in ``out/case`` (kit.notebook.start), written as one page too
+(``out/case.html``, as ``sgl-kit report --case`` writes it).
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
         params = papermill.inspect_notebook(str(source))
         values = {"target": target, "requests": requests, "max_tokens": max_tokens,
                   "summary_path": str(summary_path.resolve()), "server_port": port,
-                  "share_to": str((out / f"{name}.html").resolve())}
+                  "share_to": str((out / f"{name}.html").resolve()),
+                  # the server's case, kept by 01 (02-04 find the same server); 05 relaunches the lab on the
+                  # launch 01 found, and a second capture of it would only cost time
+                  "case_to": "" if name == "05_upgrade" else str((out / "case").resolve())}
         if ssh_config:
             values["ssh_config"] = ssh_config
         values = {k: v for k, v in values.items() if k in params}
@@ -76,6 +81,7 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
     upgrade = json.loads(summary_path.read_text()).get("upgrade")
     if upgrade:
         console.print(f"Before an upgrade (05_upgrade): {upgrade['headline']}", soft_wrap=True, markup=False)
+    _case(console, out)
     if target == "lab":
         _leave_the_lab(console)
     console.print("\nNext: `make lab` opens these notebooks in JupyterLab (a working copy in runs/notebooks/; "
@@ -190,6 +196,40 @@ def _html(out: Path, console) -> Path | None:
     console.print(f"  one page of all of them: {target} ({result.bytes / 1e6:.1f} MB; {result.summary()})",
                   markup=False, soft_wrap=True)
     return target
+
+
+def _case(console, out: Path) -> Path | None:
+    """The case the notebooks kept in ``out/case``: its page beside the notebooks' (``out/case.html``), and how
+    to read it again."""
+    from .case.layout import CASE_FILE
+    from .report.case_page import case_report
+
+    def say(text: str) -> None:
+        console.print(text, soft_wrap=True, markup=False)
+
+    case = out / "case"
+    if not (case / CASE_FILE).is_file():
+        say(f"The case: none in {_shown(case)} (the first cell of 01_symptom says why it was not captured).")
+        return None
+    shown = _shown(case)
+    say(f"The case: {shown} (the server's evidence and the doctor's answer, kept) - replay it with "
+        f"`sgl-kit doctor --case {shown} --compare`, or in notebooks/08_case with case_dir set to it.")
+    try:
+        page = case_report(case, out / "case.html")
+    except KitError as err:
+        say(f"  its page was not written: {err.message}")
+        return None
+    say(f"  its page: {_shown(page.path)} ({page.bytes / 1e3:.0f} kB; {page.summary()}), beside "
+        f"{_shown(out / 'investigation.html')}")
+    return page.path
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (``out/case``), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 # A finding with no line of sglang behind it for this launch (the launch itself set the value): its

@@ -42,16 +42,22 @@ max_tokens: int = 128  # output tokens per request: long enough to reach a stead
 baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no baseline)
 prometheus_url: str = ""  # a Prometheus that scrapes the server ("": the server's log only); credentials from $SGL_KIT_PROMETHEUS_TOKEN or $SGL_KIT_PROMETHEUS_USER/_PASSWORD
 timeline_since: str = "24h"  # how far back the timeline looks
+case_to: str = "out/case"  # keep the server's evidence here once, as a case to read later offline (08_case; sgl-kit doctor --case) ("": do not)
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "01_symptom.html" ("": do not)
 
 # %% [markdown]
 # ## 1. The server
 #
 # As in `00_connect`: one target string, and discovery finds the server on the box.
+#
+# The first time a notebook meets a server it also keeps its evidence as a case in `case_to` (`out/case`
+# beside the notebook): the arguments, the log, the GPUs, the sglang it runs, and the doctor's answer,
+# captured once, read-only, secrets masked. Tomorrow, with the server restarted, `08_case` (or
+# `sgl-kit doctor --case out/case --compare`) reads it again without the server.
 
 # %%
 nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config,
-                        trust_new_host=trust_new_host, server_port=server_port)
+                        trust_new_host=trust_new_host, server_port=server_port, capture=case_to)
 host, server = nb.host, nb.server
 nb
 

@@ -38,11 +38,12 @@ server_port: int = 0  # the server's HTTP port, when the box runs several server
 lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 flag: str = "disable_piecewise_cuda_graph"  # the argument SGLang changed on its own (from 02_config)
 gpu: str = "a6000"  # the GPU profile the dry-run answers SGLang's hardware probes with (kit/data/gpus.yaml)
+case_to: str = "out/case"  # keep the server's evidence here once, as a case to read later offline (08_case; sgl-kit doctor --case) ("": do not)
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "03_auto_disable.html" ("": do not)
 
 # %%
 nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config,
-                        trust_new_host=trust_new_host, server_port=server_port)
+                        trust_new_host=trust_new_host, server_port=server_port, capture=case_to)
 host, server = nb.host, nb.server
 tree = kit.source_for_server(server)  # its own sglang source, copied once to this machine when remote
 tree

@@ -43,11 +43,12 @@ baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no b
 apply_fix: bool = False  # on a real server: True to go on after printing the commands (the lab is always relaunched)
 summary_path: str = ""  # write the validation as JSON here ("" : do not write)
 pays_launch: str = "nospec"  # the lab only: another launch to try the refused fix on ("": skip section 4)
+case_to: str = "out/case"  # keep the server's evidence here once, as a case to read later offline (08_case; sgl-kit doctor --case) ("": do not)
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "04_fix_and_validate.html" ("": do not)
 
 # %%
 nb = kit.notebook.start(target, lab_launch=lab_launch, lab_scenario=lab_scenario, ssh_config=ssh_config,
-                        trust_new_host=trust_new_host, server_port=server_port)
+                        trust_new_host=trust_new_host, server_port=server_port, capture=case_to)
 host, server = nb.host, nb.server
 server
 

@@ -45,6 +45,7 @@ to_versions: str = "0.5.23"  # the releases to upgrade to, separated by commas, 
 gpu: str = "a6000"  # the GPU profile the dry-run answers SGLang's hardware probes with (kit/data/gpus.yaml)
 old_versions: str = "0.4.6, 0.4.8"  # two releases before the dry-run's reach, compared statically ("": skip)
 summary_path: str = ""  # add the diff's headline to this run summary (JSON) ("": do not write)
+case_to: str = "out/case"  # keep the server's evidence here once, as a case to read later offline (08_case; sgl-kit doctor --case) ("": do not)
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "05_upgrade.html" ("": do not)
 
 # %% [markdown]
@@ -57,7 +58,7 @@ share_to: str = ""  # write a shareable report of it here, secrets removed, e.g.
 
 # %%
 nb = kit.notebook.start(target, lab_launch=lab_launch, ssh_config=ssh_config,
-                        trust_new_host=trust_new_host, server_port=server_port)
+                        trust_new_host=trust_new_host, server_port=server_port, capture=case_to)
 host, server = nb.host, nb.server
 flags = kit.server_flags(server.argv)
 model_config = kit.model_config_beside(host, kit.effective_args(server).get("model_path"))

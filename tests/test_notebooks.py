@@ -32,6 +32,7 @@ GUIDED = ["00_connect", "01_symptom", "02_config", "03_auto_disable", "04_fix_an
 
 def test_there_are_notebooks():
     assert {f"{n}.ipynb" for n in GUIDED} <= set(IDS) and "templates/investigation.ipynb" in IDS
+    assert "08_case.ipynb" in IDS  # a case read offline (tests/test_case_notebook.py runs it)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
@@ -153,6 +154,11 @@ def test_the_story_runs_every_guided_notebook_in_order(story):
     # sets none) did not run for it
     assert "srt/server_args.py:1230" in printed and "(speculative-steps-low): no line of sglang set it for this launch" in printed
     assert (out / "investigation.html").stat().st_size > 10_000
+    # the notebooks kept the server's case as they went, and the demo wrote its page beside theirs
+    assert (out / "case" / "case.yaml").is_file() and (out / "case" / "findings.json").is_file()
+    assert (out / "case.html").stat().st_size > 10_000
+    assert f"sgl-kit doctor --case {out / 'case'} --compare" in " ".join(printed.split())
+    assert "case: captured to " in "\n".join(_outputs(out / "01_symptom.ipynb"))
 
 
 @pytest.mark.ssh
