@@ -365,16 +365,11 @@ class Subject:
         return Text(self._live_excerpts(context))
 
     def _live_excerpts(self, context: int) -> str:
+        from kit.case.layout import cited_lines, cited_sites
         from kit.errors import KitError
         from kit.source import source_for_server
 
-        wanted: dict[str, set[int]] = {}
-        d = self.diagnosis()
-        for f in [*d.findings, *d.context]:
-            for site in [*f.sites, *(d.split(": ", 1)[0] for d in f.dropped)]:  # as a capture keeps them
-                path, _, line = site.rpartition(":")
-                if path and line.isdigit():
-                    wanted.setdefault(path, set()).add(int(line))
+        wanted = cited_sites(self.diagnosis())  # the lines a capture keeps
         if not wanted:
             return f"{self.source}: no finding cites a line of sglang."
         try:
@@ -389,13 +384,7 @@ class Subject:
             except KitError as err:
                 shown.append(f"{path}: not readable ({err.message})")
                 continue
-            keep = sorted({n for line in lines for n in range(max(1, line - context), min(len(rows), line + context) + 1)})
-            body, last = [], 0
-            for n in keep:
-                if last and n != last + 1:
-                    body.append("...")
-                body.append(f"{n:>6}{'>' if n in lines else ' '} {rows[n - 1]}")
-                last = n
+            body = cited_lines(rows, lines, context)
             shown.append(f"{path} (lines {', '.join(map(str, sorted(lines)))}), read now from the server's sglang:\n"
                          + "\n".join(body))
         return "\n\n".join(shown)

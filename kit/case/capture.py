@@ -35,6 +35,8 @@ from .layout import (
     FORMAT,
     SOURCES_DIR,
     Excerpt,
+    cited_lines,
+    cited_sites,
     now,
     sha256_text,
     write_meta,
@@ -493,27 +495,14 @@ def _wheel_sha(version: str | None) -> str | None:
 
 def _excerpts(tree, diagnosis, w: _Writer) -> list[Excerpt]:
     """The lines every finding cites (its ``sites``), with the whole file's hash, one file per source file."""
-    wanted: dict[str, set[int]] = {}
-    for f in [*diagnosis.findings, *getattr(diagnosis, "context", [])]:
-        for site in [*f.sites, *(d.split(": ", 1)[0] for d in f.dropped)]:
-            path, _, line = site.rpartition(":")
-            if path and line.isdigit():
-                wanted.setdefault(path, set()).add(int(line))
+    wanted = cited_sites(diagnosis)
     out = []
     for path, lines in sorted(wanted.items()):
         try:
             text = tree.read_text(path)
         except KitError:
             continue
-        rows = text.splitlines()
-        keep = sorted({n for line in lines for n in range(max(1, line - EXCERPT_CONTEXT),
-                                                          min(len(rows), line + EXCERPT_CONTEXT) + 1)})
-        body, last = [], 0
-        for n in keep:
-            if last and n != last + 1:
-                body.append("...")
-            body.append(f"{n:>6}{'>' if n in lines else ' '} {rows[n - 1]}")
-            last = n
+        body = cited_lines(text.splitlines(), lines, EXCERPT_CONTEXT)
         name = f"{SOURCES_DIR}/{short_path(path).replace('/', '__')}.txt"
         excerpt_text = f"# {short_path(path)} (sha256 {sha256_text(text)})\n" + "\n".join(body) + "\n"
         w.text(name, excerpt_text, f"the lines of {short_path(path)} the findings cite")

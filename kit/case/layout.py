@@ -40,8 +40,8 @@ from typing import Any
 
 from kit.errors import CaseError
 
-__all__ = ["CASE_FILE", "FINDINGS_FILE", "FORMAT", "FILES", "CaseDir", "Excerpt", "now", "open_case", "who",
-           "sha256_text"]
+__all__ = ["CASE_FILE", "FINDINGS_FILE", "FORMAT", "FILES", "CaseDir", "Excerpt", "cited_lines", "cited_sites", "now", "open_case",
+           "who", "sha256_text"]
 
 FORMAT = 1
 CASE_FILE = "case.yaml"
@@ -85,6 +85,32 @@ def who() -> str:
         return getpass.getuser()
     except (OSError, KeyError):
         return "unknown"
+
+
+def cited_sites(diagnosis) -> dict[str, set[int]]:
+    """The source lines a kit.doctor.Diagnosis cites (its findings' and context's sites, and the sites they
+    looked at and left out): path -> line numbers."""
+    wanted: dict[str, set[int]] = {}
+    for f in [*diagnosis.findings, *getattr(diagnosis, "context", [])]:
+        for site in [*f.sites, *(d.split(": ", 1)[0] for d in f.dropped)]:
+            path, _, line = site.rpartition(":")
+            if path and line.isdigit():
+                wanted.setdefault(path, set()).add(int(line))
+    return wanted
+
+
+def cited_lines(rows: list[str], lines, context: int = 4) -> list[str]:
+    """The lines ``lines`` of a file's ``rows`` (1-based) with ``context`` lines each side, numbered, the cited
+    ones marked ``>``, ``...`` between runs: how a case keeps and shows the source a finding cites."""
+    lines = set(lines)
+    keep = sorted({n for line in lines for n in range(max(1, line - context), min(len(rows), line + context) + 1)})
+    body, last = [], 0
+    for n in keep:
+        if last and n != last + 1:
+            body.append("...")
+        body.append(f"{n:>6}{'>' if n in lines else ' '} {rows[n - 1]}")
+        last = n
+    return body
 
 
 def sha256_text(text: str) -> str:

@@ -20,7 +20,8 @@ from .redaction import HOST_KINDS, Redactor, redact_notebooks, secret_count
 from .scanner import detect_secrets_version
 from .survivors import survivors
 
-__all__ = ["ReportResult", "build_report", "hosts_summary", "kept_summary", "redaction_summary", "scope_note"]
+__all__ = ["ReportResult", "build_report", "check_writable", "hosts_summary", "kept_summary", "redaction_summary", "scope_note",
+           "unwritable"]
 
 
 @dataclass
@@ -148,7 +149,7 @@ def build_report(paths, out, *, no_input: bool = False, hosts: bool = False, mar
     try:
         out.write_bytes(data)
     except OSError as exc:
-        raise _unwritable(out, exc.strerror or str(exc)) from None
+        raise unwritable(out, exc.strerror or str(exc)) from None
     return ReportResult(out, len(data), Counter(redactor.counts), [str(p) for p in paths],
                         "markdown" if markdown else "html", stats["plots"], stats["widgets"],
                         time.perf_counter() - start, notes, kept, strict, kept_strings)
@@ -194,15 +195,21 @@ def _check_output(out: Path, inputs: list[Path]) -> None:
     if out.resolve() in resolved:
         raise ReportError(f"the report would overwrite its input notebook {out}", hint="write the report to another file",
                           cli_hint="choose another file with -o, e.g. -o report.html")
+    check_writable(out, "the report")
+
+
+def check_writable(out: Path, what: str) -> None:
+    """A ReportError naming ``out`` when its directory is missing or not writable (``what``: "the report")."""
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
-        raise _unwritable(out, f"{parent} is a file, not a directory" if parent.exists() else f"{parent} does not exist")
+        raise unwritable(out, f"{parent} is a file, not a directory" if parent.exists() else f"{parent} does not exist",
+                         what)
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise _unwritable(out, "permission denied")
+        raise unwritable(out, "permission denied", what)
 
 
-def _unwritable(out: Path, reason: str) -> ReportError:
-    return ReportError(f"cannot write the report to {out}: {reason}",
+def unwritable(out: Path, reason: str, what: str = "the report") -> ReportError:
+    return ReportError(f"cannot write {what} to {out}: {reason}",
                        hint="choose a path in a directory you can write to",
                        cli_hint="choose a path in a directory you can write to with -o FILE")
 

@@ -24,7 +24,6 @@ Content-Security-Policy that forbids any fetch::
 from __future__ import annotations
 
 import html
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from kit._version import __version__
 from kit.case.layout import FINDINGS_FILE, CaseDir, open_case
 from kit.errors import ReportError
 
-from .build import hosts_summary, redaction_summary
+from .build import check_writable, hosts_summary, redaction_summary, unwritable
 from .redaction import HOST_KINDS, Redactor, secret_count
 
 __all__ = ["MAX_FILE_CHARS", "CaseReport", "case_report"]
@@ -123,7 +122,7 @@ def case_report(case_dir, out=None, *, hosts: bool = False, diagnosis=None) -> C
     try:
         target.write_text(text, encoding="utf-8")
     except OSError as err:
-        raise _unwritable(target, err.strerror or str(err)) from None
+        raise unwritable(target, err.strerror or str(err), "the case page") from None
     findings = len(answer.get("findings") or []) if isinstance(answer, dict) else 0
     return CaseReport(target, len(text.encode("utf-8")), page.redactor.counts, case.id, findings, len(case.notes),
                       answer_kind, page.cut)
@@ -427,17 +426,7 @@ def _check_output(out: Path, case: CaseDir) -> None:
         raise ReportError(f"the case page would overwrite {out}, a file of the case",
                           hint=f"write it elsewhere, e.g. {case.path / REPORT_FILE}",
                           cli_hint=f"choose another file with -o, e.g. -o {case.path / REPORT_FILE}")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise _unwritable(out, f"{parent} is a file, not a directory" if parent.exists() else f"{parent} does not exist")
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise _unwritable(out, "permission denied")
-
-
-def _unwritable(out: Path, reason: str) -> ReportError:
-    return ReportError(f"cannot write the case page to {out}: {reason}",
-                       hint="give a path in a directory you can write to (out=...)",
-                       cli_hint="choose a path in a directory you can write to with -o FILE")
+    check_writable(out, "the case page")
 
 
 def _size(n: int) -> str:
