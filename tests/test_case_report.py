@@ -93,7 +93,7 @@ def make_case(base: Path, answer: dict | None, source_root: Path) -> Path:
         "sglang": {"version": "0.5.11", "record_sha256": "ab" * 32, "wheel_sha256": None},
         "files": files,
         "missing": {"nvidia-smi.txt": "nvidia-smi is not installed on the target"},
-        "endpoints": {"/v1/loads": "not served by sglang 0.5.11"},
+        "endpoints": {"/v1/loads": "served (srt/entrypoints/v1_loads.py:134)"},  # as sglang 0.5.11 declares it
         "redacted": [{"file": "launch.sh", "names": ["api_key"], "count": 1}],
         "excerpts": [{"file": "srt/server_args.py", "sha256": whole_sha, "text_sha256": sha256_text(text),
                       "path": "sources/srt__server_args.py.txt", "lines": [CITED]}],
