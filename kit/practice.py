@@ -610,7 +610,8 @@ def add(case_dir: str | os.PathLike, library: str | os.PathLike | None = None, n
             meta["answer"] = answer
         write_meta(tmp, meta)
         facts = {"URL": meta["url"], "Date": at, "sglang version": version or "not known",
-                 "GPU": _gpus_of(case.findings), "Model": _model_of(case.path / "server_info.json"),
+                 "GPU": _gpus_of(case.findings) if not case.meta.get("no_gpu") else f"none: {case.meta['no_gpu']}",
+                 "Model": _model_of(case.path / "server_info.json"),
                  "Stated cause": _one_line(str(resolution["cause"]))}
         (tmp / "source.md").write_text(
             f"# {meta['title']}\n\n" + "".join(f"- {k}: {v}\n" for k, v in facts.items())
