@@ -74,14 +74,15 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
             execute(source, out / f"{name}.ipynb", values, cwd=notebooks, timeout=600)  # share() finds its file
         timings[name] = time.monotonic() - started
         console.print(f"  {name}: {timings[name]:.0f} s")
-    page = _html(out, console)
+    case_page = _case_page(out)
+    page = _html(out, console, case_page)
     pays_path = summary_path.with_name(summary_path.stem + "-nospec.json")
     pays = json.loads(pays_path.read_text()) if pays_path.is_file() else None
     _summary(console, json.loads(summary_path.read_text()), out, page, sum(timings.values()), pays)
     upgrade = json.loads(summary_path.read_text()).get("upgrade")
     if upgrade:
         console.print(f"Before an upgrade (05_upgrade): {upgrade['headline']}", soft_wrap=True, markup=False)
-    _case(console, out)
+    _case(console, out, case_page)
     if target == "lab":
         _leave_the_lab(console)
     console.print("\nNext: `make lab` opens these notebooks in JupyterLab (a working copy in runs/notebooks/; "
@@ -186,42 +187,54 @@ def _stderr_to(path: Path):
             os.close(saved)
 
 
-def _html(out: Path, console) -> Path | None:
-    """One HTML page of the executed notebooks: self-contained, secrets removed (kit.report)."""
+def _html(out: Path, console, case_page=None) -> Path | None:
+    """One HTML page of the executed notebooks: self-contained, secrets removed (kit.report); it links the
+    case's page when there is one."""
     paths = [out / f"{name}.ipynb" for name in NOTEBOOKS]
     target = out / "investigation.html"
     from .report import build_report
 
-    result = build_report([str(p) for p in paths], str(target), title="The incident, investigated")
+    links = [("the server's case: its evidence and the doctor's answer, kept", "case.html")] \
+        if isinstance(case_page, Path) else None
+    result = build_report([str(p) for p in paths], str(target), title="The incident, investigated", links=links)
     console.print(f"  one page of all of them: {target} ({result.bytes / 1e6:.1f} MB; {result.summary()})",
                   markup=False, soft_wrap=True)
     return target
 
 
-def _case(console, out: Path) -> Path | None:
-    """The case the notebooks kept in ``out/case``: its page beside the notebooks' (``out/case.html``), and how
-    to read it again."""
+def _case_page(out: Path):
+    """The page of the case the notebooks kept in ``out/case`` (``out/case.html``, as ``sgl-kit report --case``
+    writes it): its path, None when there is no case, or the error that kept it from being written."""
     from .case.layout import CASE_FILE
     from .report.case_page import case_report
 
+    if not ((out / "case") / CASE_FILE).is_file():
+        return None
+    try:
+        page = case_report(out / "case", out / "case.html")
+    except KitError as err:
+        return err
+    return page.path
+
+
+def _case(console, out: Path, page) -> None:
+    """What the notebooks kept in ``out/case``, its page beside the notebooks' (linked from it), and how to read
+    it again."""
     def say(text: str) -> None:
         console.print(text, soft_wrap=True, markup=False)
 
     case = out / "case"
-    if not (case / CASE_FILE).is_file():
+    if page is None:
         say(f"The case: none in {_shown(case)} (the first cell of 01_symptom says why it was not captured).")
-        return None
+        return
     shown = _shown(case)
     say(f"The case: {shown} (the server's evidence and the doctor's answer, kept) - replay it with "
         f"`sgl-kit doctor --case {shown} --compare`, or in notebooks/08_case with case_dir set to it.")
-    try:
-        page = case_report(case, out / "case.html")
-    except KitError as err:
-        say(f"  its page was not written: {err.message}")
-        return None
-    say(f"  its page: {_shown(page.path)} ({page.bytes / 1e3:.0f} kB; {page.summary()}), beside "
+    if isinstance(page, KitError):
+        say(f"  its page was not written: {page.message}")
+        return
+    say(f"  its page: {_shown(page)} ({page.stat().st_size / 1e3:.0f} kB), linked from "
         f"{_shown(out / 'investigation.html')}")
-    return page.path
 
 
 def _shown(path: Path) -> str:

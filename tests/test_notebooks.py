@@ -157,6 +157,7 @@ def test_the_story_runs_every_guided_notebook_in_order(story):
     # the notebooks kept the server's case as they went, and the demo wrote its page beside theirs
     assert (out / "case" / "case.yaml").is_file() and (out / "case" / "findings.json").is_file()
     assert (out / "case.html").stat().st_size > 10_000
+    assert '<a href="case.html">' in (out / "investigation.html").read_text()  # the demo's page links the case's
     assert f"sgl-kit doctor --case {out / 'case'} --compare" in " ".join(printed.split())
     assert "case: captured to " in "\n".join(_outputs(out / "01_symptom.ipynb"))
 

@@ -652,3 +652,14 @@ def test_cli_unwritable_output(planted, tmp_path):
     with pytest.raises(KitError) as caught:
         _cli([str(planted), "-o", str(locked / "r.html")])
     assert caught.value.message == f"cannot write the report to {locked / 'r.html'}: permission denied"
+
+
+def test_a_page_links_the_pages_beside_it(tmp_path):
+    """`make demo` links the case's page (out/case.html) from the notebooks' page: a relative link, kept offline."""
+    nb = new_notebook(cells=[new_markdown_cell("# notes")])
+    nbformat.write(nb, tmp_path / "n.ipynb")
+    build_report([tmp_path / "n.ipynb"], tmp_path / "n.html", links=[("the server's case", "case.html")])
+    page = (tmp_path / "n.html").read_text()
+    assert '<th>see also</th><td><a href="case.html">the server&#x27;s case</a></td>' in page
+    build_report([tmp_path / "n.ipynb"], tmp_path / "plain.html")
+    assert "see also" not in (tmp_path / "plain.html").read_text()

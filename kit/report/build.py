@@ -106,13 +106,15 @@ def hosts_summary(counts: Counter) -> str:
 
 
 def build_report(paths, out, *, no_input: bool = False, hosts: bool = False, markdown: bool = False,
-                 title: str | None = None, code: bool = False, strict: bool = False) -> ReportResult:
+                 title: str | None = None, code: bool = False, strict: bool = False,
+                 links: list[tuple[str, str]] | None = None) -> ReportResult:
     """Executed notebooks (.ipynb) to one self-contained HTML page (or a Markdown summary), secrets removed.
 
     `no_input` hides the code cells of the HTML page; the Markdown summary leaves code out
     unless `code` is true. `hosts` replaces host names and IP addresses by placeholders.
     Long random-looking strings that no rule removed are listed by place (`kept`);
-    `strict` removes them too.
+    `strict` removes them too. `links` ((label, relative path) pairs) are listed in the page's header as
+    "see also" (a case's page beside it, `sgl-kit report --case`).
     Raises ReportError naming the file when an input is missing or not a notebook, or the
     output cannot be written.
     """
@@ -144,7 +146,7 @@ def build_report(paths, out, *, no_input: bool = False, hosts: bool = False, mar
     if markdown:
         document = _markdown(nbs, names, redactor, facts, title, code, stats, kept_line)
     else:
-        document = _html(nbs, names, redactor, facts, title, no_input, stats, notes, kept_line)
+        document = _html(nbs, names, redactor, facts, title, no_input, stats, notes, kept_line, links or [])
     data = document.encode("utf-8")
     try:
         out.write_bytes(data)
@@ -285,13 +287,18 @@ def _meta_rows(facts: dict, names: list[str]) -> list[tuple[str, str]]:
             ("kit", f"sgl-kit {__version__}"), ("notebooks", ", ".join(names)), ("report built", built)]
 
 
-def _html(nbs, names, redactor: Redactor, facts, title, no_input, stats, notes, kept_line: str) -> str:
+def _html(nbs, names, redactor: Redactor, facts, title, no_input, stats, notes, kept_line: str,
+          links: list[tuple[str, str]]) -> str:
     from .page import plotly_script, prepare_notebook, render_html, require_shim, sanitize_network
 
     cells = [c for i, (nb, name) in enumerate(zip(nbs, names, strict=True))
              for c in prepare_notebook(nb, i, name, stats)]
     page = render_html(cells, metadata=nbs[0].get("metadata") or {}, title=title, no_input=no_input)
     rows = "".join(f"<tr><th>{k}</th><td>{html.escape(v)}</td></tr>" for k, v in _meta_rows(facts, names))
+    if links:
+        rows += "<tr><th>see also</th><td>" + ", ".join(
+            f'<a href="{html.escape(href, quote=True)}">{html.escape(redactor.text(label))}</a>'
+            for label, href in links) + "</td></tr>"
     header = (f'<header class="kit-report-header"><h1>{html.escape(title)}</h1>'
               f'<table class="kit-report-meta">{rows}</table>'
               '<p class="kit-report-note">Before this page was written, every cell went through the kit\'s '
