@@ -9,6 +9,7 @@ remote has no python3 the host falls back to one channel per command
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import logging
 import os
@@ -547,8 +548,10 @@ def _pump(sock: socket.socket, chan) -> None:
                 if not data:
                     break
                 sock.sendall(data)
-    except OSError:
+    except (OSError, EOFError, paramiko.SSHException):  # the connection went away under the forward
         pass
     finally:
-        chan.close()
+        # closing a channel sends a message: on a transport already gone that raises, and there is nothing to close
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            chan.close()
         sock.close()
