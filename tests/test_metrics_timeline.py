@@ -69,10 +69,18 @@ def restarted(tmp_path_factory):
         mp.undo()
 
 
+def _span(r) -> dict:
+    """From just after the first start to now, with the end fixed here: a slow argument or a slow
+    import after this point cannot shorten the span (it starts after the first startup line)."""
+    end = time.time()
+    return {"since": end - r["t0"] - 1, "end": end}
+
+
 def test_the_restart_is_marked_once_with_the_launch_that_changed(restarted):
     r = restarted
-    tl = timeline(Prometheus(r["prom"].url), since=time.time() - r["t0"] - 1, step=1, log_text=r["log"],
-                  process_started=r["second"].started_at, names=metric_names("0.5.11"))
+    names = metric_names("0.5.11")
+    tl = timeline(Prometheus(r["prom"].url), step=1, log_text=r["log"], process_started=r["second"].started_at,
+                  names=names, **_span(r))
     assert len(tl.restarts) == 1, tl.to_text()
     restart = tl.restarts[0]
     assert r["before"] - 2 <= restart.at <= r["after"] + 2
@@ -96,7 +104,7 @@ def test_the_decode_log_is_a_series_of_the_same_shape_that_plots_with_the_metric
     thr = logged[logged["metric"] == "sglang:gen_throughput"]
     assert len(thr) >= 2 and (thr["value"] > 0).all() and set(thr["series"]) == {"tp_rank=0"}
     assert (logged[logged["metric"] == "log:prefill_new_tokens"]["value"] > 0).any()
-    tl = timeline(Prometheus(r["prom"].url), since=time.time() - r["t0"] - 1, step=1, log_text=r["log"])
+    tl = timeline(Prometheus(r["prom"].url), step=1, log_text=r["log"], **_span(r))
     assert {"prometheus", "log"} <= set(tl.frame[tl.frame["metric"] == "sglang:gen_throughput"]["source"])
     fig = tl.figure()
     sources = {trace.name.split("[")[1].split("]")[0] for trace in fig.data if "[" in trace.name}
@@ -106,7 +114,7 @@ def test_the_decode_log_is_a_series_of_the_same_shape_that_plots_with_the_metric
 
 def test_runtime_facts_read_the_accept_length_over_time_and_the_decode_log(restarted):
     r = restarted
-    facts = runtime_facts(Prometheus(r["prom"].url), since=time.time() - r["t0"] - 1, log_text=r["log"])
+    facts = runtime_facts(Prometheus(r["prom"].url), log_text=r["log"], **_span(r))
     over = facts["accept_length_over_time"]
     assert over["status"] == "measured"
     points = [v for series in over["series"].values() for _, v in series]
@@ -119,8 +127,9 @@ def test_sgl_kit_timeline_prints_the_restart_and_json_for_scripts(restarted):
     r = restarted
     log = r["dir"] / "server.log"
     log.write_text(r["log"])
-    since = f"{int(time.time() - r['t0'] - 1)}s"
-    base = [sys.executable, "-m", "kit.cli", "timeline", "--prometheus", r["prom"].url, "--since", since,
+    span = _span(r)
+    base = [sys.executable, "-m", "kit.cli", "timeline", "--prometheus", r["prom"].url, "--since",
+            f"{int(span['since'])}s", "--end", f"{span['end']:.3f}",
             "--step", "1s", "--log", str(log), "--sglang", "0.5.11"]
     proc = subprocess.run(base, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
@@ -189,14 +198,15 @@ def dropped(tmp_path_factory):
         mp.undo()
 
 
-def _accept_findings(prom, since: float):
+def _accept_findings(prom, t0: float):
     from kit.doctor import RULES, diagnose
     from kit.doctor.evidence import Evidence
     from kit.doctor.rules_metrics import add_runtime
 
     ev = Evidence("lab")
     ev.version = "0.5.11"
-    add_runtime(ev, prometheus=Prometheus(prom.url), since=since)
+    end = time.time()  # fixed here, so the span holds everything since t0 however slow what follows is
+    add_runtime(ev, prometheus=Prometheus(prom.url), since=end - t0 + 1, end=end)
     assert ev.runtime is not None, ev.problems
     return diagnose(ev, only=[r for r in RULES if r.id == "accept-length-dropped"]).findings
 
@@ -205,7 +215,7 @@ def test_a_drop_of_the_accept_length_is_found_with_its_time_and_the_servers_own_
     r = dropped
     first, second = r["values"]
     assert second < first * 0.9, r["values"]  # what the server itself reported on each launch
-    found = _accept_findings(r["prom"], since=time.time() - r["t0"] + 1)
+    found = _accept_findings(r["prom"], r["t0"])
     assert [f.id for f in found] == ["accept-length-dropped"]
     text = " ".join(found[0].evidence)
     assert f"the median fell from {first:.2f}" in text and f"to {second:.2f}" in text, text
@@ -220,4 +230,4 @@ def test_a_drop_of_the_accept_length_is_found_with_its_time_and_the_servers_own_
 
 def test_a_rise_of_the_accept_length_is_not_a_drop(restarted):
     r = restarted  # launch new (1 step), then old (3 steps): the accept length rose
-    assert _accept_findings(r["prom"], since=time.time() - r["t0"] + 1) == []
+    assert _accept_findings(r["prom"], r["t0"]) == []
