@@ -42,6 +42,8 @@ Modules (each imported on first use of one of its names, so ``import kit.bench``
   ``progress_for`` with the terminal progress bar.
 - ``results``: ``BenchRun`` (tables, totals, plots, rendering) and the JSONL run-file
   writer and loader.
+- ``server_pages``: the server's own ``/metrics`` pages, read before, during and after a
+  run and kept raw in its run file (``BenchRun.server_pages``) for the doctor to read.
 - ``comparison``: ``Comparison``, ``compare`` and the bootstrap. (Not named ``compare``: a
   submodule of that name, once imported, would replace the ``compare`` function on this
   package, and ``from kit.bench import compare`` would give the module.)

@@ -203,6 +203,28 @@ def build_prompts(cfg: BenchConfig, count: int) -> list[dict]:
     return out
 
 
+def prefix_reuse(records: list[dict]) -> dict:
+    """How much of the prompts an earlier prompt's beginning covers, as the prefix cache could reuse it:
+    ``share`` = the characters each prompt shares with the longest matching start of any earlier one, over all
+    prompt characters (characters stand in for tokens: the tokenizer is the server's). In sorted order the
+    longest common prefix with any earlier prompt is with a neighbour, so this is n log n plus the inserts."""
+    import bisect
+    import os.path
+
+    seen: list[str] = []
+    shared = total = 0
+    for r in records:
+        text = r["prompt"] if isinstance(r.get("prompt"), str) else json.dumps(r.get("messages", r), sort_keys=True)
+        at = bisect.bisect_left(seen, text)
+        best = max((len(os.path.commonprefix([text, seen[j]])) for j in (at - 1, at) if 0 <= j < len(seen)),
+                   default=0)
+        shared, total = shared + best, total + len(text)
+        seen.insert(at, text)
+    return {"share": shared / total if total else 0.0, "prompts": len(records),
+            "basis": "characters of each prompt that an earlier prompt of the run begins with, over all prompt "
+                     "characters"}
+
+
 def _read_prompts(path: Path) -> list[dict]:
     if not path.is_file():
         raise BenchError(f"no prompts file at {path}", hint="give a JSONL file, one prompt per line")

@@ -42,6 +42,7 @@ class BenchConfig:
     seed: int = 0
     label: str | None = None
     extra_body: dict = field(default_factory=dict)
+    server_metrics_interval: float = 2.0  # seconds between scrapes of the server's /metrics; 0: none
 
     def __post_init__(self) -> None:
         self.api = _API_ALIASES.get(self.api, self.api)
@@ -61,6 +62,11 @@ class BenchConfig:
                              hint="give input_len_min <= input_len")
         if not self.stall_timeout > 0:
             raise BenchError("stall_timeout must be positive", hint="e.g. stall_timeout=60")
+        interval = self.server_metrics_interval
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not (
+                interval >= 0 and math.isfinite(interval)):
+            raise BenchError(f"server_metrics_interval must be 0 or more seconds, not {interval!r}",
+                             hint="e.g. server_metrics_interval=2; 0 does not read the server's /metrics")
 
 
 @dataclass

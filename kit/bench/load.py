@@ -21,9 +21,19 @@ from typing import Any
 from kit._version import __version__
 from kit.errors import BenchError
 
-from .client import Client, build_prompts, model_name, one_request, payload, server_info, unreachable
+from .client import (
+    Client,
+    build_prompts,
+    model_name,
+    one_request,
+    payload,
+    prefix_reuse,
+    server_info,
+    unreachable,
+)
 from .config import API_PATHS, DEFAULT_PORT, READ_BUFSIZE, BenchConfig, RequestResult
 from .results import BenchRun, RunWriter
+from .server_pages import ServerPages
 from .stream import fill_metrics
 
 __all__ = ["TerminalProgress", "bench", "bench_async", "describe_endpoint", "progress_for", "resolve_url", "run_path",
@@ -43,7 +53,10 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
     """Run the load against ``url`` (``http://host:port``); see :func:`bench` for the options.
 
     ``endpoint`` names the server in error messages when ``url`` is a local port forward
-    (``gpubox port 30000``), so they point at the server, not the tunnel.
+    (``gpubox port 30000``), so they point at the server, not the tunnel. The server's own
+    ``/metrics`` page is read before the first measured request, every
+    ``server_metrics_interval`` seconds and after the last, and kept in the run file
+    (kit/bench/server_pages.py).
     """
     import aiohttp
 
@@ -66,16 +79,29 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
         run = BenchRun(cfg, base, [], _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                        server_info_before=await server_info(base), path=str(path),
                        kit_version=__version__)
+        run.prefix_reuse = prefix_reuse(records)
+        pages = ServerPages(session, base, cfg.server_metrics_interval)
+        await pages.first()  # before the clock: its time is nobody's wait
         writer = RunWriter(path)
+        finished = False
         try:
+            run.clock_origin_at = time.time()
             started = run.clock_origin_ns = client.origin_ns = time.perf_counter_ns()
             writer.header(run)
+            pages.attach(writer)
+            pages.start()
             await _drive(client, bodies[cfg.warmup:], lambda r: _record(run, writer, r, progress))
             run.duration_s = (time.perf_counter_ns() - started) / 1e9
             run.results.sort(key=lambda r: r.index)
+            await pages.finish()
             run.server_info_after = await server_info(base)
-            writer.end(run.duration_s, run.server_info_after)
+            finished = True
         finally:
+            pages.close()  # the pages are written however the run ended
+            run.server_pages, run.server_metrics_problem = pages.pages, pages.problem
+            run.server_metrics_failures = pages.failures
+            if finished:
+                writer.end(run.duration_s, run.server_info_after, pages.failures)
             writer.close()
     if run.results and all(r.error_kind == "connect" for r in run.results):
         path.unlink(missing_ok=True)  # the server went away before the run: no measurement to keep

@@ -6,7 +6,7 @@ import html
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from kit.errors import BenchError
@@ -21,7 +21,13 @@ _FORMAT = 1  # in every header line, so that a later reader can tell an older fi
 
 @dataclass
 class BenchRun:
-    """A finished (or crashed) run: its configuration, one row per request, and server snapshots."""
+    """A finished (or crashed) run: its configuration, one row per request, and server snapshots.
+
+    ``server_pages`` are the server's own ``/metrics`` pages taken during the run, ``(epoch seconds,
+    raw text)`` in the order taken (kit/bench/server_pages.py); ``server_metrics_problem`` is why the
+    first read of them failed (None when none did), ``server_metrics_failures`` how many reads failed.
+    ``clock_origin_at`` is ``clock_origin_ns`` on the epoch clock, to line requests up with the pages.
+    """
 
     config: BenchConfig
     url: str
@@ -33,6 +39,11 @@ class BenchRun:
     path: str | None = None
     kit_version: str = ""
     clock_origin_ns: int | None = None  # time.perf_counter_ns() at the run's start, to line up with other logs
+    server_pages: list[tuple[float, str]] = field(default_factory=list)
+    server_metrics_problem: str | None = None
+    server_metrics_failures: int = 0
+    clock_origin_at: float | None = None  # time.time() at the run's start (the same instant as clock_origin_ns)
+    prefix_reuse: dict | None = None  # how much the run's prompts share prefixes (kit.bench.client.prefix_reuse)
 
     # -- tables ------------------------------------------------------------------
     @property
@@ -108,8 +119,12 @@ class BenchRun:
         writer.header(self)
         for r in self.results:
             writer.request(r)
+        for at, text in self.server_pages:
+            writer.server_page(at, text)
+        if self.server_metrics_problem:
+            writer.server_metrics_unavailable(self.server_metrics_problem)
         if self.duration_s is not None:
-            writer.end(self.duration_s, self.server_info_after)
+            writer.end(self.duration_s, self.server_info_after, self.server_metrics_failures)
         writer.close()
         return Path(path)
 
@@ -164,7 +179,25 @@ class BenchRun:
         if t["accept_length"] is not None:
             out.append(f"accept length over this run: {t['accept_length']:.3f} "
                        "(sum of completion tokens / sum of spec_verify_ct)")
+        server = self._server_line()
+        if server:
+            out.append(server)
         return out
+
+    def _server_line(self) -> str | None:
+        """One line on the server's /metrics pages of this run: how many, over how long, or why there are none."""
+        pages, problem = self.server_pages, self.server_metrics_problem
+        if not pages:
+            return f"server /metrics: {problem}" if problem else None
+        span = pages[-1][0] - pages[0][0]
+        every = self.config.server_metrics_interval
+        kept = span / (len(pages) - 1) if len(pages) > 2 else 0.0
+        spacing = f"every {every:g} s" + (f"; kept about every {kept:.3g} s" if every and kept > 1.5 * every else "")
+        line = f"server /metrics: {len(pages)} page{'s' * (len(pages) != 1)} over {span:.1f} s ({spacing})"
+        if problem:
+            failed = max(self.server_metrics_failures, 1)
+            line += f"; {failed} read{'s' * (failed != 1)} failed, the first: {problem}"
+        return line
 
     def __repr__(self) -> str:
         return f"<BenchRun {self.name}: {self._headline()}>"
@@ -216,14 +249,24 @@ class RunWriter:
 
     def header(self, run: BenchRun) -> None:
         self._write({"kind": "run", "format": _FORMAT, "kit_version": run.kit_version, "url": run.url,
-                     "started_at": run.started_at, "clock_origin_ns": run.clock_origin_ns, "config": asdict(run.config),
+                     "started_at": run.started_at, "clock_origin_ns": run.clock_origin_ns,
+                     "clock_origin_at": run.clock_origin_at, "prefix_reuse": run.prefix_reuse,
+                     "config": asdict(run.config),
                      "server_info_before": run.server_info_before})
 
     def request(self, result: RequestResult) -> None:
         self._write({"kind": "request", **result.to_dict()})
 
-    def end(self, duration_s: float, server_info_after: dict | None) -> None:
-        self._write({"kind": "end", "duration_s": duration_s, "server_info_after": server_info_after})
+    def server_page(self, at: float, text: str) -> None:
+        """One page of the server's /metrics: when it was taken (epoch seconds) and its raw text."""
+        self._write({"kind": "server_metrics", "at": at, "text": text})
+
+    def server_metrics_unavailable(self, why: str) -> None:
+        self._write({"kind": "server_metrics_unavailable", "why": why})
+
+    def end(self, duration_s: float, server_info_after: dict | None, server_metrics_failures: int = 0) -> None:
+        self._write({"kind": "end", "duration_s": duration_s, "server_info_after": server_info_after,
+                     "server_metrics_failures": server_metrics_failures})
 
     def close(self) -> None:
         self.fh.close()
@@ -258,7 +301,13 @@ def _load_run(path: Path) -> BenchRun:
             judge_decode(result)
     results.sort(key=lambda r: r.index)  # written as they finished; a finished run holds them by index
     end = next((r for r in records if r.get("kind") == "end"), None)
+    # A file written before the server's pages were kept has none of these records: no pages, no problem.
+    pages = [(float(r["at"]), r["text"]) for r in records[1:]
+             if r.get("kind") == "server_metrics" and isinstance(r.get("text"), str) and r.get("at") is not None]
+    problem = next((r.get("why") for r in records[1:] if r.get("kind") == "server_metrics_unavailable"), None)
     return BenchRun(config, head.get("url", ""), results, head.get("started_at", ""),
                     end["duration_s"] if end else None, head.get("server_info_before"),
                     end.get("server_info_after") if end else None, str(path), head.get("kit_version", ""),
-                    head.get("clock_origin_ns"))
+                    head.get("clock_origin_ns"), pages, problem,
+                    int(end.get("server_metrics_failures") or 0) if end else int(problem is not None),
+                    head.get("clock_origin_at"), head.get("prefix_reuse"))

@@ -46,6 +46,9 @@ def register(sub) -> None:
                    help=f"server port on the target (default {DEFAULT_PORT}; for the target lab, the port it runs on)")
     p.add_argument("--stall-timeout", type=float, default=60.0, help="seconds without data that end a request")
     p.add_argument("--label", help="a name for this run (shown in comparisons)")
+    p.add_argument("--server-metrics-interval", type=float, default=2.0, metavar="S",
+                   help="read the server's own /metrics before, every S seconds during and after the run, and keep "
+                        "the pages in the run file (default 2; 0: not at all; needs the server's --enable-metrics)")
     p.add_argument("--out", metavar="FILE", help="run file (default runs/bench-<time>-<api>-c<N>.jsonl)")
     p.add_argument("--confidence", type=float, default=0.95, help="with compare: CI level (default 0.95)")
     p.set_defaults(func=cmd_bench)
@@ -63,7 +66,8 @@ def cmd_bench(args) -> int:
     cfg = BenchConfig(api=args.api, concurrency=args.concurrency, requests=args.requests, rate=args.rate,
                       warmup=args.warmup, max_tokens=args.max_tokens, ignore_eos=args.ignore_eos,
                       input_len=args.input_len, input_len_min=args.input_len_min, prompts_file=args.prompts,
-                      model=args.model, stall_timeout=args.stall_timeout, label=args.label)
+                      model=args.model, stall_timeout=args.stall_timeout, label=args.label,
+                      server_metrics_interval=args.server_metrics_interval)
     out = Path(args.out) if args.out else run_path(cfg)
     started = time.time()
     try:
