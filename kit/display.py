@@ -129,13 +129,25 @@ class DiagnosisView:
         out = [f"<p><b>sgl-kit doctor</b>: {e(str(d.target))}, sglang {e(d.version or '?')}: {count}</p>"]
         if d.problems:
             out.append("<p>could not read everything:</p>" + _items(d.problems))
+        answer = getattr(d, "answer", None)
+        if answer is not None:  # the answer's shape, above the findings' details
+            rows = [td(f"<b>{e(label)}</b>") + td(breakable(text)) for label, text in answer.rows()]
+            out.append(html_table(["the answer", ""], rows, ["11em", ""], [""] * len(rows)))
+        if getattr(d, "load_seen", None):
+            out.append("<p>the load seen:</p>" + _items(d.load_seen))
         if d.findings:
             out.append(_findings_table(d.findings))
+        elif answer is not None and answer.verdict == "fine":
+            pass
         elif d.unanswered:
             out.append("<p>no finding from the evidence given; the rules could not ask these questions "
                        "(each with the evidence that would answer it):</p>" + _items(d.unanswered))
         else:
             out.append("<p>no rule found throughput left on the table.</p>")
+        apart = getattr(d, "not_applicable", None) or []
+        if apart:
+            out.append(_details(f"found, but not on this hardware or workload ({len(apart)}; not causes)",
+                                _items([f"{f.id}: {f.title}: does not apply: {f.not_here}" for f in apart])))
         out.append(_fixed_launch(d))
         if d.roofline is not None:
             out.append(d.roofline._repr_html_() if hasattr(d.roofline, "_repr_html_") else pre(d.roofline.to_text()))

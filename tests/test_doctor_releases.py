@@ -35,7 +35,7 @@ PRINTS = {
     "moe-default-kernel-config": "Using default MoE kernel config",
 }
 # Flags in the advice that are not the server's: sgl-kit's own and sglang's MoE tuning script's.
-NOT_SERVER = {"--bench", "--log", "--concurrency", "--model", "--tune"}
+NOT_SERVER = {"--bench", "--log", "--concurrency", "--model", "--tune", "--prometheus"}
 
 
 @pytest.fixture(scope="module")

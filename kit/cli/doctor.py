@@ -46,7 +46,8 @@ def register(sub) -> None:
                                              "leave out to read only the files given")
     _evidence_options(p)
     p.add_argument("--baseline", metavar="FILE", help="a known-good launch: log, /server_info JSON or command")
-    p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length")
+    p.add_argument("--bench", metavar="FILE", help="a saved `sgl-kit bench` run: the measured rate and accept length, the "
+                        "workload (prompt lengths, shared prefixes), and the server's /metrics pages it kept")
     cased = p.add_argument_group("a captured case (sgl-kit capture)")
     cased.add_argument("--case", metavar="DIR", help="diagnose a case directory offline: its files, the sglang "
                                                      "source from this machine's cache (else the case's excerpts)")
@@ -261,7 +262,7 @@ def gather(args, progress, runtime: bool = False):
             ev = gather_evidence(args.target, host=host, server=server, **options)
             ev.target = args.target
         return ev
-    if not given and not options.get("prometheus") and not options["trace"]:
+    if not given and not options.get("prometheus") and not options["trace"] and not options["bench"]:
         raise UsageError("nothing to examine: no TARGET and no evidence files",
                          hint=f"`sgl-kit {args.verb} lab`, `sgl-kit {args.verb} gpu-box`, or give --log/--command "
                               f"and friends (sgl-kit {args.verb} --help)")

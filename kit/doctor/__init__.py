@@ -20,7 +20,17 @@ from dataclasses import replace
 from kit._verbs import make_callable
 from kit.errors import KitError, UsageError
 
-from . import rules, rules_capacity, rules_hw, rules_known, rules_metrics, rules_resolved, rules_runtime  # noqa: F401  (they register their rules)
+from . import (  # noqa: F401  (they register their rules)
+    rules,
+    rules_capacity,
+    rules_hw,
+    rules_known,
+    rules_metrics,
+    rules_resolved,
+    rules_runtime,
+    rules_workload,
+)
+from .answer import answer_of, load_seen
 from .case import Case
 from .evidence import Evidence, from_files, from_server, lab_stand_in, launch_word
 from .facts import FACTS, UndeclaredFact, missing, strict
@@ -28,11 +38,11 @@ from .reconcile import reconcile
 from .result import Change, Diagnosis, Finding, Impact
 from .roofline import ModelSize, Roofline, model_size, roofline
 from .rulebase import GAPS, RULES, Rule, in_group, ordered, version_in
-from .rules_metrics import add_runtime, add_runtime_page
+from .rules_metrics import add_runtime, add_runtime_page, add_runtime_pages
 from .rules_trace import add_trace  # registers its rules; a trace summary as evidence
 
 __all__ = ["Case", "Change", "Diagnosis", "Evidence", "Finding", "Impact", "ModelSize", "RULES", "Roofline", "Rule",
-           "EVIDENCE_FILES", "add_runtime", "add_runtime_page", "add_trace", "lab_stand_in", "diagnose", "doctor", "gather", "runtime_diagnosis", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
+           "EVIDENCE_FILES", "add_runtime", "add_runtime_page", "add_runtime_pages", "add_trace", "lab_stand_in", "diagnose", "doctor", "gather", "runtime_diagnosis", "from_files", "from_server", "model_size", "roofline", "roofline_of"]
 
 
 def doctor(target: str | None = None, *, host=None, server=None, pid: int | None = None, port: int | None = None,
@@ -64,14 +74,15 @@ def gather(target: str | None = None, *, host=None, server=None, pid: int | None
         if host is not None or server is not None or pid or port:
             raise UsageError("a host, server, pid or port goes with a target: without one the doctor reads files",
                              hint="give the target too (e.g. doctor(\"lab\", port=30000)), or only files")
-        if not any(files.get(name) for name in EVIDENCE_FILES) and not prometheus and not trace:
+        if not any(files.get(name) for name in EVIDENCE_FILES) and not prometheus and not trace and not bench:
             raise UsageError("nothing to examine: no target and no evidence files",
                              hint="give a target (\"lab\", \"local\", an SSH target) or files: "
-                                  f"{', '.join(EVIDENCE_FILES)}")
+                                  f"{', '.join(EVIDENCE_FILES)}, or a bench run")
         evidence = from_files(baseline=baseline, bench=bench, progress=progress, **files)
         if prometheus:
             note("reading what the server did (Prometheus)")
             add_runtime(evidence, **runtime)
+        runtime_from_bench(evidence)
     else:
         if any(value for value in files.values()):
             raise UsageError(f"evidence files go without a target: with {target!r} the kit reads the server itself "
@@ -88,6 +99,7 @@ def gather(target: str | None = None, *, host=None, server=None, pid: int | None
             evidence.target = target if target == on.name else f"{target} (pid {server.pid} on {on.name})"
             note("reading what the server did (Prometheus or its /metrics)")
             add_runtime(evidence, server=server, **runtime)
+            runtime_from_bench(evidence)
         finally:
             if opened is not None:
                 opened.close()
@@ -95,6 +107,19 @@ def gather(target: str | None = None, *, host=None, server=None, pid: int | None
         note("summarizing the traces")
         add_trace(evidence, [trace] if isinstance(trace, (str, bytes)) or hasattr(trace, "__fspath__") else trace)
     return evidence
+
+
+def runtime_from_bench(evidence: Evidence) -> None:
+    """What the server did while the benchmark (``--bench``) ran, from the ``/metrics`` pages the run kept:
+    it replaces one live scrape (counters since the process started), never a Prometheus span the user
+    asked for. A run that could not read the server's page says why, as a problem."""
+    bench = evidence.bench or {}
+    pages, kind = bench.get("pages") or [], ((evidence.runtime or {}).get("span") or {}).get("kind")
+    if len(pages) >= 2 and kind in (None, "page"):
+        add_runtime_pages(evidence, pages, source=f"{(bench.get('url') or 'the server').rstrip('/')}/metrics "
+                                                   f"kept by the bench run {bench['source']}")
+    elif bench.get("pages_problem") and evidence.runtime is None:
+        evidence.problems.append(f"the bench run {bench['source']} has no server metrics: {bench['pages_problem']}")
 
 
 # The keywords of doctor() and gather() that name evidence files (the CLI's --log, --server-info, ...).
@@ -128,7 +153,7 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
         problems.append("the sglang version is not known: every rule ran, version ranges unchecked "
                         "(give --sglang VERSION)")
     chosen = ordered(list(only or RULES))
-    ran, lacking, context = [], [], []
+    ran, lacking, context, not_applicable = [], [], [], []
     watch = strict()
     for r in chosen:
         if evidence.version is not None and not version_in(evidence.version, r.versions):
@@ -157,14 +182,17 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
                 checked.append(r.id)
             if found is None:
                 continue
-            lines, estimate, changes, advice, avoid, covers, checks, sites, dropped = found
+            lines, estimate, changes, advice, avoid, covers, checks, sites, dropped, risk, not_here = found
             kept_checks = checks
             if one.gpu_only and case.no_gpu:
                 estimate, changes, advice, avoid = _does_not_apply(case, estimate)
-                kept_checks = []
-            (context if one.context else findings).append(
-                Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions, one.affects,
-                        dropped, kept_checks))
+                kept_checks, risk = [], ""
+                not_here = f"{case.no_gpu}: the rule is about GPUs"
+            finding = Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions,
+                              one.affects, dropped, kept_checks, risk, not_here or "")
+            (context if one.context else not_applicable if not_here else findings).append(finding)
+            if not_here:
+                continue
             # the fields its changes set, those it names, and those of the changes it predicts buy nothing: a
             # known issue about one of them is said next to this finding, its workaround not offered again
             case.covered |= _fields_of(case, changes) | set(covers) | _fields_of(case, [c for c, _ in kept_checks])
@@ -180,6 +208,11 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
                           unanswered=_unanswered(case, ran, lacking))
     diagnosis.set_aside = set_aside
     diagnosis.context = context
+    diagnosis.not_applicable = not_applicable
+    diagnosis.load_seen = load_seen(case)
+    diagnosis.answer = answer_of(case, diagnosis.findings, not_applicable, checked,
+                                 diagnosis.own_questions + diagnosis.unanswered,
+                                 tuple(note.split(" ", 1)[0] for note in set_aside))
     from .fixcheck import check_fixed_launch
 
     diagnosis.fix_check = check_fixed_launch(case, diagnosis.findings, diagnosis.fixed_command)
@@ -196,7 +229,8 @@ def _run(r: Rule, case: Case):
     covers = r.covers(case)
     checks = r.checks(case)
     sites, _ = _cited(case, r.sites(case), covers)
-    return lines, estimate, changes, advice, avoid, covers, checks, sites, list(dict.fromkeys(case.refused))
+    return (lines, estimate, changes, advice, avoid, covers, checks, sites, list(dict.fromkeys(case.refused)),
+            r.risk(case), r.applies(case))
 
 
 def _guarded(r: Rule, name: str, call, case: Case, problems: list[str], watch: bool):

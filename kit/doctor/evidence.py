@@ -732,9 +732,20 @@ def _bench(ev: Evidence, path: str | None) -> None:
     totals = run.totals
     rate = run.summary().loc["decode_tok_s", "median"]
     ttft = run.summary().loc["ttft_ms", "median"] if "ttft_ms" in run.summary().index else None
+    ok = [r for r in run.results if r.ok]
+    prompts = [r.prompt_tokens for r in ok if r.prompt_tokens]
+    chunks = [r.tokens_per_chunk for r in ok if r.tokens_per_chunk]
     ev.bench = {"tok_s": None if rate != rate else float(rate), "accept_length": totals.get("accept_length"),
                 "ttft_ms": None if ttft is None or ttft != ttft else float(ttft),
-                "concurrency": getattr(run.config, "concurrency", None), "source": path}
+                "concurrency": getattr(run.config, "concurrency", None), "source": path,
+                "requests": len(ok), "rate": getattr(run.config, "rate", None),
+                "prompt_tokens_mean": sum(prompts) / len(prompts) if prompts else None,
+                "prompt_tokens_max": max(prompts) if prompts else None,
+                "tokens_per_chunk_mean": sum(chunks) / len(chunks) if chunks else None,
+                "output_tok_s": totals.get("output_tok_s"),
+                "prefix_reuse": getattr(run, "prefix_reuse", None),  # the prompts' shared prefixes, when kept
+                "pages": list(getattr(run, "server_pages", None) or []), "url": getattr(run, "url", None),
+                "pages_problem": getattr(run, "server_metrics_problem", None)}
     ev.sources["bench"] = path
 
 
@@ -774,11 +785,19 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
     except KitError as err:
         ev.problem("the server's sglang source", err)
     if server.log_path:
-        head = "\n".join(server.log_head(3000))
-        ev.notices += [n.text for n in log_notices(head) if n.kind != "warning"]
-        ev.startup += startup_lines(head)
-        tail = server.log_tail(4000)
-        _decode_from(ev, "\n".join(tail), f"the log {server.log_path}", parse_decode_stats, decode_summary)
+        head, tail = server.log_head(3000), server.log_tail(4000)
+        # A log several runs wrote (a relaunch appends, a rotated or journald log holds them all): the running
+        # process' run begins at the last `server_args=` line; what an earlier run said is not this server's.
+        starts = [i for i, line in enumerate(tail) if "server_args=" in line]
+        where = f"the log {server.log_path}"
+        if len(starts) > 1 or (starts and sum("server_args=" in line for line in head) > 1):
+            tail = tail[starts[-1]:]
+            head = tail[:3000]
+            where += " (the running process' run: from its last server_args line on)"
+        text = "\n".join(head)
+        ev.notices += [n.text for n in log_notices(text) if n.kind != "warning"]
+        ev.startup += startup_lines(text)
+        _decode_from(ev, "\n".join(tail), where, parse_decode_stats, decode_summary)
     from kit.provenance.host_probes import host_probes
 
     ev.probes = host_probes(server) or None

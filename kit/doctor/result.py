@@ -42,8 +42,8 @@ SCHEMA_VERSION = 2
 # What a rule can slow, and the user-facing number each part shows up in.
 PARTS = {"decode step": "decode tok/s", "verify": "decode tok/s", "draft": "decode tok/s",
          "prefill/extend": "time to first token", "all-reduce": "decode tok/s", "scheduling": "decode tok/s",
-         "queueing": "throughput under load"}
-METRICS = ("decode tok/s", "time to first token", "throughput under load")
+         "queueing": "throughput under load", "streaming": "time between tokens"}
+METRICS = ("decode tok/s", "time to first token", "throughput under load", "time between tokens")
 # How an estimate was reached, best first: findings are ordered by this, then by size.
 # "from the source": the release's own code decides it (a refusal that holds for every request of the launch).
 # "measured elsewhere": a number a public source measured on its own deployment (a known issue,
@@ -144,6 +144,8 @@ class Finding:
     dropped: list[str] = field(default_factory=list)  # "path:line: why": sites the rule named that cannot be
     # the cause for this launch (a guard false for it, or another value written), not cited
     checks: list[tuple[Change, str]] = field(default_factory=list)  # predicted to buy nothing: (change, why)
+    risk: str = ""  # what the fix may cost here (Rule.risk)
+    not_here: str = ""  # why it does not apply to this hardware or workload (then it is not a cause)
 
     @property
     def impact(self) -> float | None:
@@ -166,7 +168,8 @@ class Finding:
         return {"id": self.id, "title": self.title, "affects": list(self.affects), **self.estimate.to_dict(),
                 "evidence": list(self.evidence), "sites": list(self.sites), "sites_dropped": list(self.dropped),
                 "fix": self.fix, "avoid": list(self.avoid), "versions": self.versions,
-                "checks": [{"change": str(c), "predicted": "no change", "why": why} for c, why in self.checks]}
+                "checks": [{"change": str(c), "predicted": "no change", "why": why} for c, why in self.checks],
+                "risk": self.risk, **({"does_not_apply": self.not_here} if self.not_here else {})}
 
 
 @dataclass
@@ -186,6 +189,9 @@ class Diagnosis:
     fix_check: Any = None  # kit.doctor.fixcheck.FixCheck: whether the launch with every fix would start
     set_aside: list[str] = field(default_factory=list)  # findings made moot by another (kit.doctor.reconcile), why
     context: list[Finding] = field(default_factory=list)  # what rules with context=True found: not causes, not ranked
+    not_applicable: list[Finding] = field(default_factory=list)  # found, but not on this hardware or workload
+    load_seen: list[str] = field(default_factory=list)  # what the evidence says of the load served (kit.doctor.answer)
+    answer: Any = None  # kit.doctor.answer.Answer: verdict, problem class, strongest signal, ... (diagnose sets it)
 
     @property
     def own_questions(self) -> list[str]:
@@ -262,6 +268,9 @@ class Diagnosis:
             "set_aside": list(self.set_aside),
             "context": [f.to_dict() for f in self.context],
             "ordering": self.ordering,
+            "answer": self.answer.to_dict() if self.answer is not None else None,
+            "not_applicable": [f.to_dict() for f in self.not_applicable],
+            "load_seen": list(self.load_seen),
         }
 
     # ---- text
@@ -291,6 +300,13 @@ class Diagnosis:
             out.append(wrap(resolved, width, "", "  "))
         if self.problems:  # first: what could not be read bounds everything below it
             out += ["", "could not read everything:"] + [wrap(f"- {p}", width, "  ", "    ") for p in self.problems]
+        if self.answer is not None:
+            out += ["", "the answer:"]
+            out += [wrap(f"{label + ':':<17} {text}", width, "  ", " " * 20) for label, text in self.answer.rows()]
+        if self.load_seen:
+            out += ["", "the load seen:"] + [wrap(f"- {line}", width, "  ", "    ") for line in self.load_seen]
+        if self.findings:
+            out += ["", "the findings:"]
         if self.ordering:
             out.append(wrap(f"({self.ordering})", width, "", " "))
         for n, f in enumerate(self.findings, 1):
@@ -308,9 +324,17 @@ class Diagnosis:
                 out.append(wrap(f"fix: {line}", width, "   ", "     "))
             for line in f.avoid:
                 out.append(wrap(f"do not: {line}", width, "   ", "     "))
+            if f.risk:
+                out.append(wrap(f"risk: {f.risk}", width, "   ", "     "))
             for change, why in f.checks:
                 out.append(wrap(f"check: {change} is predicted to change nothing here ({why}); measure it to "
                                  "confirm, as notebook 04 does", width, "   ", "     "))
+        if self.not_applicable:
+            out += ["", f"found, but not on this hardware or workload ({len(self.not_applicable)}; not causes, "
+                        "not ranked):"]
+            for f in self.not_applicable:
+                out.append(wrap(f"- [{f.id}] {f.title}: does not apply: {f.not_here}", width, "  ", "    "))
+                out += [wrap(f"saw: {line}", width, "    ", "      ") for line in f.evidence[:2]]
         if self.set_aside:
             out += ["", "set aside (moot given another finding; not ranked):"]
             out += [wrap(f"- {n}", width, "  ", "    ") for n in self.set_aside]
@@ -319,7 +343,7 @@ class Diagnosis:
             out += [wrap(f"- {line}", width, "  ", "    ") for line in f.evidence]
             out += [wrap(f"source: {', '.join(f.sites)}", width, "  ", "    ")] if f.sites else []
             out += [wrap(f"to keep what the launch asked: {line}", width, "  ", "    ") for line in f.fix]
-        if not self.findings and not self.unanswered:
+        if not self.findings and not self.unanswered and (self.answer is None or self.answer.verdict != "fine"):
             out.append("\nno rule found throughput left on the table.")
         elif not self.findings:
             out.append("\nno finding from the evidence given; the rules could not ask these questions:")

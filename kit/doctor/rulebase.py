@@ -26,7 +26,10 @@ And what the engine needs, declared rather than guessed:
   in its place for this case, each giving one finding (all of them checked under this rule's id);
 - ``gpu_only``: a rule about CUDA graphs or GPU kernels (attention backends). On a server with no
   GPU (:attr:`kit.doctor.case.Case.no_gpu`) it still reports what it saw, but says it does not
-  apply and prescribes nothing.
+  apply and prescribes nothing: its finding is listed apart (``Diagnosis.not_applicable``);
+- ``applies``: the reason a finding does not apply to this workload (the prefix cache on prompts that share
+  no prefix), or None: such a finding is listed apart too, never as a cause;
+- ``risk``: what the fix may cost, in this case's numbers (the answer's "risk").
 """
 
 from __future__ import annotations
@@ -76,6 +79,11 @@ class Rule:
     # context: what it finds describes the launch (what sglang changed on its own), not a cause: it is printed
     # in its own section, never ranked among the findings
     context: bool = False
+    # what the fix may cost here, in this case's numbers ("" when nothing but a restart): the answer's "risk"
+    risk: Callable[[Case], str] = lambda case: ""
+    # why the finding does not apply to this hardware or workload (a reason), or None: a finding that does not
+    # apply is listed apart, after the ones that do, and never counts as a cause
+    applies: Callable[[Case], str | None] = lambda case: None
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.affects if p not in PARTS]

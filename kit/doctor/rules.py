@@ -12,6 +12,7 @@ from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
+from .limits import prefix_reuse
 from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
 from .rulebase import Fix, Impact, Rule, not_estimated, rule
@@ -547,6 +548,15 @@ rule(Rule(
     sites=lambda case: _where(_resolution_sites(case, "disable_overlap_schedule")),
     uses=("command", "source", "version")))
 
+def _no_reuse(case: Case) -> str | None:
+    """The workload's prompts share no prefix (measured): the prefix cache has nothing to keep for it."""
+    reuse = prefix_reuse(case)
+    if reuse is None or reuse["share"] >= 0.05:
+        return None
+    return (f"the workload's prompts share {reuse['share']:.0%} of their length with an earlier prompt "
+            f"({reuse['basis']}, {case.ev.bench['source']}): the cache has nothing to reuse for this load")
+
+
 rule(Rule(
     "radix-cache-off", "The prefix (radix) cache is off", _ALL, ("args",),
     when=_flag_on("disable_radix_cache", "shared prefixes (system prompts, multi-turn history) are prefilled again "
@@ -559,7 +569,8 @@ rule(Rule(
     fix=_remove_or_rule("disable_radix_cache", ["--disable-radix-cache with mamba extra_buffer: sglang refuses "
                                                 "that combination at startup"]),
     sites=lambda case: _where(_resolution_sites(case, "disable_radix_cache")),
-    uses=("command", "source", "version")))
+    applies=lambda case: _no_reuse(case),
+    uses=("bench", "command", "source", "version")))
 
 
 def _mamba_field(case: Case) -> str | None:

@@ -27,11 +27,14 @@ from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
+from .limits import prefix_reuse, which_limit
 from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
 from .rulebase import Fix, Impact, Rule, gap, not_estimated, rule
+from .rules_runtime import queue_fix, queue_risk
 
-__all__ = ["ACCEPT_DROP", "GROUP", "LOW_CACHE_HIT", "QUEUE_SHARE", "add_runtime", "add_runtime_page", "evidence_gaps"]
+__all__ = ["ACCEPT_DROP", "GROUP", "LOW_CACHE_HIT", "QUEUE_SHARE", "add_runtime", "add_runtime_page",
+           "add_runtime_pages", "evidence_gaps"]
 
 GROUP = "metrics"  # every rule below declares it: kit.doctor.rulebase.in_group("metrics")
 
@@ -101,6 +104,22 @@ def add_runtime_page(ev, page, *, source: str, at: float | None = None, started:
     ev.sources["runtime"] = f"one scrape of {facts['span']['source']}, {_window(facts)}"
 
 
+def add_runtime_pages(ev, pages, *, source: str, names=None) -> None:
+    """Put what several ``/metrics`` pages of one server say in ``ev.runtime`` (kit.metrics.pages_facts):
+    ``pages`` a list of (epoch, exposition text or parsed page), e.g. the pages a benchmark run kept
+    while it ran, so the counters are what the server did during that load."""
+    from kit.metrics import pages_facts, parse_metrics_text
+
+    try:
+        parsed = [(float(at), parse_metrics_text(page) if isinstance(page, str) else page) for at, page in pages]
+        facts = pages_facts(parsed, source=source, names=names if names is not None else _names(ev))
+    except KitError as err:
+        ev.problem(f"the /metrics pages of {source}", err)
+        return
+    ev.runtime = facts
+    ev.sources["runtime"] = f"{len(parsed)} scrapes of {source}, {_window(facts)}"
+
+
 def _names(ev):
     """The metric families the server's release declares (its own source when at hand)."""
     from kit.metrics import declared_metrics, metric_names
@@ -129,6 +148,10 @@ def _window(facts: dict) -> str:
         pid = f"pid {span['pid']} " if span.get("pid") else "the process "
         since = f"since {pid}started at {_iso(span['start'])}" if span.get("start") else f"since {pid}started"
         return f"the span {since} to the scrape at {_iso(span['end'])} (counters since the start, gauges at the scrape)"
+    if span.get("kind") == "pages":
+        return (f"the {span['seconds']:.0f} s from {_iso(span['start'])} to {_iso(span['end'])} ({span['pages']} "
+                f"pages of {span['source']}, one every {span['every']:.1f} s: counters over the span, gauges their "
+                "most at a page)")
     sel = f", series {span['selector']}" if span.get("selector") else ""
     return f"the {span.get('seconds', 0):g} s from {_iso(span.get('start'))} to {_iso(span.get('end'))}{sel}"
 
@@ -178,7 +201,9 @@ def _src_site(case: Case, text: str, under: str = "observability/") -> list[str]
 
 def _peak_words(fact: dict, what: str) -> str:
     """'the most X' over a span; 'X at the scrape' for a gauge read once."""
-    return f"{what} at the scrape (a gauge read once, not a peak)" if fact.get("at_scrape") else f"the most {what}"
+    if fact.get("at_scrape"):
+        return f"{what} at the scrape (a gauge read once, not a peak)"
+    return f"the most {what} at a page (sampled, not the true peak)" if fact.get("sampled") else f"the most {what}"
 
 
 def _when(case: Case) -> str:
@@ -322,14 +347,9 @@ def _queued(case: Case) -> list[str] | None:
     if share is not None:
         out.append(f"{_said(_fact(case, 'ttft_sum'), f'{ttft:.3f} s')} of summed time to first token: "
                    f"{share:.1%} of it was spent in the queue")
-    running = _peak(case, "running_max")
-    limit = (case.ev.capacity or {}).get("max_running_requests") or case.value("max_running_requests")
-    usage = _peak(case, "token_usage_max")
-    if running is not None and limit and running >= int(limit) and not _fact(case, "running_max").get("at_scrape"):
-        out.append(f"running requests peaked at {running:g}, at max_running_requests {limit} "
-                   f"({case.origin('max_running_requests')}): requests waited for a slot")
-    elif usage is not None and usage >= 0.9 and not _fact(case, "token_usage_max").get("at_scrape"):
-        out.append(f"token usage peaked at {usage:.2f}: requests waited for KV room")
+    limit = which_limit(case)
+    if limit is not None:
+        out.insert(0, f"the limit that holds is the {limit.kind}: {limit.summary}")
     return out
 
 
@@ -346,20 +366,12 @@ def _queued_impact(case: Case) -> Impact:
                          "(both need --enable-metrics)")
 
 
-def _queued_fix(case: Case) -> Fix:
-    mrr = case.option("max_running_requests") or "--max-running-requests"
-    return [], [f"find which limit holds: max_running_requests ({mrr}, raised together with the CUDA graph batch "
-                "limit), a full KV pool (more memory for it), or the prefill budget "
-                f"({case.option('chunked_prefill_size') or '--chunked-prefill-size'}); or serve the load on more "
-                "replicas"], []
-
-
 rule(Rule(
     "queue-time-measured", "Requests waited in the scheduler's queue (measured)", _ALL,
     ("runtime",),
-    when=_queued, impact=_queued_impact, fix=_queued_fix,
+    when=_queued, impact=_queued_impact, fix=queue_fix, risk=queue_risk,
     sites=lambda case: _decl_site(_fact(case, "queue_time_sum")) + _src_site(case, "observe_queue_time(self."),
-    affects=("queueing",), group=GROUP,
+    affects=("queueing",), group=GROUP, covers=lambda case: {"max_running_requests"} if which_limit(case) else set(),
     uses=("args", "bench", "capacity", "command", "decode", "environ", "hardware", "model_config", "notices", "prefill", "source", "version")))
 
 
@@ -426,10 +438,15 @@ def _cache_low(case: Case) -> list[str] | None:
     if found is None or found[0] / found[1] >= LOW_CACHE_HIT:
         return None
     cached, prompt = found
-    by = ", ".join(f"{k} {v:g}" for k, v in _fact(case, "cached_tokens")["values"].items())
+    fact = _fact(case, "cached_tokens")
+    by = ", ".join(f"{k} {v:g}" for k, v in fact["values"].items()) or f"0 ({fact.get('none', 'no series')})"
     out = [f"{_said(_fact(case, 'cached_tokens'), by)} of {_said(_fact(case, 'prompt_tokens'), f'{prompt:g}')} prompt "
            f"tokens: {cached / prompt:.1%} came from the prefix cache, over {_when(case)} (the kit counts under "
            f"{LOW_CACHE_HIT:.0%} as low)"]
+    reuse = prefix_reuse(case)
+    if reuse is not None:
+        out.append(f"the workload's prompts share {reuse['share']:.0%} of their length with an earlier prompt's "
+                   f"prefix ({reuse['basis']}, {case.ev.bench['source']})")
     if case.value("disable_radix_cache") is True:
         out.append(f"disable_radix_cache = True ({case.origin('disable_radix_cache')}): nothing is kept to reuse")
     reset = _src_site(case, "cache_hit_rate = 0.0")
@@ -448,9 +465,22 @@ def _cache_fix(case: Case) -> Fix:
                 "to the same replica"], []
 
 
+def _cache_not_here(case: Case) -> str | None:
+    """Why a low hit rate is not a cause for this workload: its prompts share no prefix, or nothing says they do."""
+    reuse, found = prefix_reuse(case), _cache(case)
+    hit = found[0] / found[1] if found else 0.0
+    if reuse is None:
+        return ("whether the workload's prompts share a prefix is not in the evidence: a low hit rate alone is no "
+                "cause (give --bench RUN of the same prompts, or a sample of the requests served)")
+    if reuse["share"] <= hit + LOW_CACHE_HIT:
+        return (f"the workload's prompts share {reuse['share']:.0%} ({reuse['basis']}, {case.ev.bench['source']}), "
+                f"and {hit:.0%} came from the cache: there was nothing more to reuse")
+    return None
+
+
 rule(Rule(
     "prefix-cache-hit-low", "Few prompt tokens came from the prefix cache (measured)", _ALL, ("runtime",),
-    when=_cache_low,
+    when=_cache_low, applies=_cache_not_here,
     impact=lambda case: not_estimated(f"{_cache(case)[0]:g} of {_cache(case)[1]:g} prompt tokens were cached "
                                       f"({_when(case)}); how much more the workload could share is not in the "
                                       "metrics", "time to first token",

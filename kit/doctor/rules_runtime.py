@@ -17,16 +17,16 @@ from kit._text import short_path
 from kit.errors import KitError
 
 from .case import Case
+from .limits import FULL_POOL, LIMIT_FACTS, UNKNOWN, which_limit
 from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
 from .rulebase import Fix, Impact, Rule, gap, not_estimated, rule
 
-__all__ = ["evidence_gaps"]
+__all__ = ["evidence_gaps", "queue_fix", "queue_risk"]
 
 # The kit's own threshold (not sglang's) for "many requests at once": a decode step of 16 or more
 # sequences is past the batch sizes at which speculative decoding's extra verify tokens come free.
 HIGH_CONCURRENCY = 16
-FULL_POOL = 0.9  # token usage at or above this counts as a full KV pool
 
 
 def _said(case: Case, pattern: str, kinds: tuple[str, ...] = ()) -> list:
@@ -554,19 +554,16 @@ rule(Rule(
 
 def _queued(case: Case) -> list[str] | None:
     queue, where = _max_queue(case)
-    if not queue:
+    if not queue or "queue-time-measured" in case.found:  # the measured finding says it, with the time lost
         return None
-    out = [f"#queue-req reaches {queue} ({where})"]
+    limit = which_limit(case)
+    if limit is not None:
+        return [f"the limit that holds is the {limit.kind}: {limit.summary}", f"#queue-req reaches {queue} ({where})"]
     usage, _ = _max_usage(case)
-    d = _decode(case)
-    limit = (case.ev.capacity or {}).get("max_running_requests") or case.value("max_running_requests")
-    if usage is not None and usage >= FULL_POOL:
-        out.append(f"the KV pool is full (token usage {usage:.2f}): requests wait for room")
-    elif limit and d.get("max_running_req") and d["max_running_req"] >= int(limit):
-        out.append(f"{d['max_running_req']} run, at max_running_requests {limit}: requests wait for a slot")
-    elif usage is not None:
-        out.append(f"token usage stays at or below {usage:.2f}: not the KV pool; the queue drains at the prefill's "
-                   "pace (chunked prefill size, max_prefill_tokens) or behind a capped running batch")
+    out = [f"#queue-req reaches {queue} ({where})"]
+    if usage is not None:
+        out.append(f"token usage stays at or below {usage:.2f}: not the KV pool; no running cap or full prefill "
+                   "chunk is seen either")
     return out
 
 
@@ -575,21 +572,26 @@ def _graph_bs_option(case: Case) -> str:
     return case.option("cuda_graph_max_bs") or case.option("cuda_graph_max_bs_decode") or "the CUDA graph batch limit"
 
 
-def _queued_fix(case: Case) -> Fix:
-    return [], [f"find which limit holds from the lines above: a full KV pool (more memory or fewer running "
-                f"requests), max_running_requests ({case.option('max_running_requests') or '--max-running-requests'}"
-                f", raised together with {_graph_bs_option(case)}), or the prefill budget "
-                f"({case.option('chunked_prefill_size') or '--chunked-prefill-size'}, "
-                f"{case.option('max_prefill_tokens') or '--max-prefill-tokens'})"], []
+def queue_fix(case: Case) -> Fix:
+    """The fix of a queue: the limit that holds (kit.doctor.limits), or what evidence would tell it."""
+    limit = which_limit(case)
+    if limit is None:
+        return [], [f"which limit holds is not in the evidence: collect {UNKNOWN}"], []
+    return list(limit.changes), list(limit.advice), []
+
+
+def queue_risk(case: Case) -> str:
+    limit = which_limit(case)
+    return limit.risk if limit is not None else ""
 
 
 rule(Rule(
     "requests-queued", "Requests wait in the scheduler's queue", _ALL, ("decode|prefill",),
     when=_queued,
     impact=lambda case: _load_impact(case, None, "queued requests wait before their first token"),
-    fix=_queued_fix,
-    affects=("queueing",), covers=lambda case: set(),
-    uses=("capacity", "args", "bench", "source")))
+    fix=queue_fix, risk=queue_risk, after=("queue-time-measured",),
+    affects=("queueing",), covers=lambda case: {"max_running_requests"} if which_limit(case) else set(),
+    uses=tuple(sorted({"capacity", "args", "bench", "source", *LIMIT_FACTS} - {"decode", "prefill"}))))
 
 
 # --------------------------------------------------------------------------- what was not answered

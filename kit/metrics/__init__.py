@@ -15,7 +15,7 @@ from .decode_log import log_series, startup_times
 from .exposition import parse_metrics_text, scrape
 from .names import COLLECTOR_PATHS, MetricDecl, MetricNames, declared_metrics, metric_names
 from .prometheus import ENV_PASSWORD, ENV_TOKEN, ENV_USER, Prometheus, QueryResult
-from .runtime import FACTS, page_facts, runtime_facts
+from .runtime import FACTS, page_facts, pages_facts, runtime_facts
 from .series import COLUMNS, parse_duration
 from .server import server_timeline
 from .timeline import PANELS, Restart, Timeline, timeline
@@ -39,6 +39,7 @@ __all__ = [
     "metric_names",
     "parse_duration",
     "page_facts",
+    "pages_facts",
     "parse_metrics_text",
     "runtime_facts",
     "scrape",

@@ -19,7 +19,7 @@ from kit.errors import MetricsError
 from . import names as m
 from .series import parse_duration
 
-__all__ = ["FACTS", "page_facts", "runtime_facts"]
+__all__ = ["FACTS", "page_facts", "pages_facts", "runtime_facts"]
 
 
 def _over(fn: str, metric: str) -> str:
@@ -247,4 +247,85 @@ def page_facts(page, *, source: str = "/metrics", names=None, at: float | None =
                       "values": values, "at_scrape": shape in ("series", "positive")}
     facts["accept_length_over_time"] = {"status": "no series", "metric": m.SPEC_ACCEPT_LENGTH,
                                         "why": "one /metrics page has no history: give --prometheus URL"}
+    return facts
+
+
+def _page_values(page, samples: tuple[str, ...], shape: str) -> dict[str, float]:
+    rows = page[page["sample"].isin(samples)]
+    if shape.startswith("by:"):
+        label, values = shape[3:], {}
+        for series, value in zip(rows["series"], rows["value"], strict=True):
+            k = dict(p.split("=", 1) for p in series.split(",") if "=" in p).get(label, series)
+            values[k] = values.get(k, 0.0) + float(value)
+        return values
+    if shape == "sum":
+        return {"": float(rows["value"].sum())} if not rows.empty else {}
+    return {s: float(v) for s, v in zip(rows["series"], rows["value"], strict=True)}
+
+
+def _served(first, last) -> bool:
+    """Whether the server counted prompt tokens between two pages."""
+    before, after = (_page_values(p, (m.PROMPT_TOKENS,), "sum") for p in (first, last))
+    return sum(after.values()) > sum(before.values())
+
+
+def pages_facts(pages, *, source: str = "/metrics", names=None) -> dict:
+    """The facts from several ``/metrics`` pages of one server, ``pages`` a list of (epoch, page) in time
+    order (kit.metrics.parse_metrics_text of each): what the server did between the first and the last.
+
+    Counters are the last page's value less the first's (a series absent from the first page counted
+    from zero: sglang creates it on its first increment; a value that went down is a restart, and the last
+    value counts). Gauges are the most any page showed (a peak sampled at the pages' times, not the true
+    peak between them); the accept length is also kept over time. One page is :func:`page_facts`."""
+    pages = sorted(pages, key=lambda p: p[0])
+    if len(pages) < 2:
+        raise MetricsError(f"pages_facts needs two /metrics pages or more, not {len(pages)}",
+                           hint="one page is page_facts(page)")
+    (t0, first), (t1, last) = pages[0], pages[-1]
+    every = (t1 - t0) / (len(pages) - 1)
+    span = {"start": t0, "end": t1, "seconds": t1 - t0, "source": source, "kind": "pages", "pages": len(pages),
+            "every": every}
+    facts: dict = {"span": span, "problems": []}
+    for key, (metric, samples, shape) in _PAGE.items():
+        if (absent := _declared(names, metric)) is not None:
+            facts[key] = absent
+            continue
+        site = names.find(metric).site if names is not None and names.find(metric) else None
+        query = f"{samples[0]} in {len(pages)} pages of {source}"
+        counter = shape == "sum" or shape.startswith("by:")
+        if counter:
+            before, after = _page_values(first, samples, shape), _page_values(last, samples, shape)
+            values = {k: (v - before.get(k, 0.0)) if v >= before.get(k, 0.0) else v for k, v in after.items()}
+        else:
+            values = {}
+            for _, page in pages:
+                for k, v in _page_values(page, samples, shape).items():
+                    if shape != "positive" or v > 0:
+                        values[k] = max(values.get(k, v), v)
+        if not values and shape.startswith("by:") and site is not None and _served(first, last):
+            # A labelled counter has no series before its first count (prometheus_client makes a child at
+            # .labels()): declared by this version and absent while requests were served, it counted none.
+            facts[key] = {"status": "measured", "metric": metric, "query": query, "site": site, "values": {},
+                          "sampled": False, "none": f"no {samples[0]} series in any page while the server "
+                                                    "served requests: a labelled counter appears at its first "
+                                                    "count, so none was counted"}
+            continue
+        if not values:
+            facts[key] = {"status": "no series", "metric": metric, "site": site, "query": query,
+                          "why": f"no page of {source} has a {samples[0]} sample"
+                                 + (" above 0: no speculative batch ran (not a measurement)" if shape == "positive"
+                                    else ": the server did not report it (not a zero)")}
+            continue
+        facts[key] = {"status": "measured", "metric": metric, "query": query, "site": site, "values": values,
+                      "sampled": not counter}
+    series: dict = {}
+    for at, page in pages:
+        for k, v in _page_values(page, (m.SPEC_ACCEPT_LENGTH,), "series").items():
+            if v > 0:
+                series.setdefault(k, []).append((at, v))
+    facts["accept_length_over_time"] = (
+        {"status": "measured", "metric": m.SPEC_ACCEPT_LENGTH, "query": f"{m.SPEC_ACCEPT_LENGTH} in the pages",
+         "series": series} if series else
+        {"status": "no series", "metric": m.SPEC_ACCEPT_LENGTH,
+         "why": f"no page of {source} has {m.SPEC_ACCEPT_LENGTH} above 0: no speculative batch ran"})
     return facts
