@@ -43,6 +43,14 @@ def _evidence() -> tuple[str, str, str]:
 
 
 def findings() -> list[dict]:
+    """What the answer lists: its findings, then those found but not applicable here (the log's server runs
+    on CPU, so the GPU rules' findings are listed apart); a note may name either."""
+    data = json.loads(_evidence()[1])
+    return data["findings"] + data["not_applicable"]
+
+
+def ranked() -> list[dict]:
+    """The answer's findings alone (the causes it ranks)."""
     return json.loads(_evidence()[1])["findings"]
 
 
@@ -57,7 +65,7 @@ def make_case(parent: Path, name: str = "slow-tuesday") -> Path:
     (case / "server_info.json").write_text(info_text, encoding="utf-8")
     (case / FINDINGS_FILE).write_text(findings_text, encoding="utf-8")
     written = ["server.log", "nvidia-smi.txt", "config.json", "server_info.json", FINDINGS_FILE]
-    site = next(s for f in json.loads(findings_text)["findings"] for s in f["sites"])  # srt/...py:LINE
+    site = next(s for f in findings() for s in f["sites"])  # srt/...py:LINE
     file, line = site.rsplit(":", 1)
     whole = (Path(source_root) / file).read_text(encoding="utf-8")
     lines = whole.splitlines()[int(line) - 3:int(line) + 2]

@@ -207,14 +207,20 @@ def test_the_doctors_answer_in_a_notebook(lab):
     _, host, server, _ = lab
     found = diagnosis_view(doctor("lab", host=host, port=server.port))
     markup = found._repr_html_()
-    assert f"{len(found.findings)} findings" in markup and markup.count("<table") == 1
+    # two tables: the answer's shape (verdict first), then the findings
+    assert f"{len(found.findings)} findings" in markup and markup.count("<table") == 2
+    answer, table = markup.split("<table")[1:3]
+    assert "verdict" in answer and "problem class" in answer and "next step" in answer
+    assert all(f.title in _text_of("<table" + table) for f in found.findings)
     assert all("text-align:left" in c for c in re.findall(r"<t[dh]\b[^>]*>", markup))
     assert "the launch with every fix:" in markup and "--enforce-piecewise-cuda-graph" in _text_of(markup)
     assert repr(found) == found.diagnosis.to_text()
     quiet = runtime_diagnosis(host, server)
     assert quiet.findings == [] and quiet.fixed_command  # the doctor's own form would show both
     markup = diagnosis_view(quiet)._repr_html_()
-    assert "<table" not in markup and "0 findings" not in markup and ": no finding" in markup
+    # no findings table; the answer's shape is the one table, and says no cause was found
+    assert markup.count("<table") == 1 and "0 findings" not in markup and ": no finding" in markup
+    assert "no cause found" in _text_of(markup)
     assert "the launch with every fix" not in markup
     assert quiet.problems and all(p in _text_of(markup) for p in quiet.problems)  # what kept the rules from asking
 

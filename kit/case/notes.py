@@ -182,8 +182,10 @@ def _finding_rows(case: CaseDir) -> list[dict] | None:
     data = case.findings
     if data is None:
         return None
-    rows = data.get("findings") if isinstance(data, dict) else None
-    return [{"id": str(f.get("id")), "title": str(f.get("title", ""))} for f in rows or [] if isinstance(f, dict)]
+    if not isinstance(data, dict):
+        return []
+    rows = [*(data.get("findings") or []), *(data.get("not_applicable") or [])]  # a note may name either
+    return [{"id": str(f.get("id")), "title": str(f.get("title", ""))} for f in rows if isinstance(f, dict)]
 
 
 def _check_finding(case: CaseDir, finding: str) -> None:

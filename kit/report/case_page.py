@@ -216,6 +216,10 @@ def _resolution(page: _Page, case: CaseDir) -> str:
     return f'<section class="resolution"><h2>The resolution</h2><table class="meta">{body}</table>{by}</section>\n'
 
 
+ANSWER_ROWS = (("verdict", "verdict"), ("problem class", "problem_class"), ("strongest signal", "strongest_signal"),
+               ("best guess", "best_guess"), ("next step", "next_step"), ("risk", "risk"))
+
+
 def _answer(page: _Page, case: CaseDir, answer: dict | None, kind: str | None) -> str:
     notes = [n for n in case.notes if isinstance(n, dict)]
     out = ['<section class="answer"><h2>The answer</h2>']
@@ -230,7 +234,16 @@ def _answer(page: _Page, case: CaseDir, answer: dict | None, kind: str | None) -
     out.append(f'<p class="lead">{page.t(lead)}</p>')
     findings = [f for f in answer.get("findings") or [] if isinstance(f, dict)]
     context = [f for f in answer.get("context") or [] if isinstance(f, dict)]
-    shown = {str(f.get("id")) for f in findings + context}
+    apart = [f for f in answer.get("not_applicable") or [] if isinstance(f, dict)]
+    shown = {str(f.get("id")) for f in findings + context + apart}
+    said = answer.get("answer")
+    if isinstance(said, dict):  # the answer's shape (kit.doctor.answer.Answer.to_dict), above the findings
+        rows = [(label, said.get(key)) for label, key in ANSWER_ROWS if said.get(key)]
+        rows += [("checked", "; ".join(map(str, said.get("ruled_out") or [])) or f"{len(said.get('checked') or [])} rules")]
+        body = "".join(f"<tr><th>{page.t(k)}</th><td>{page.t(str(v))}</td></tr>" for k, v in rows)
+        out.append(f'<table class="meta answer-shape">{body}</table>')
+    if answer.get("load_seen"):
+        out.append(_list(page, "the load seen", answer["load_seen"]))
     general = [n for n in notes if not n.get("finding")]
     stray = [n for n in notes if n.get("finding") and str(n["finding"]) not in shown]
     out.append(_notes(page, general, "notes on the case"))
@@ -248,6 +261,9 @@ def _answer(page: _Page, case: CaseDir, answer: dict | None, kind: str | None) -
         out.append(f'<p class="empty">{page.t("no rule found throughput left on the table")}</p>')
     for f in context:
         out.append(_finding(page, None, f, _beside(notes, f, taken), sites))
+    for f in apart:
+        out.append(_finding(page, None, f, _beside(notes, f, taken), sites,
+                            head=f"found, but not on this hardware or workload ({f.get('not_here') or ''}): "))
     if answer.get("set_aside"):
         out.append(_list(page, "set aside (moot given another finding)", answer["set_aside"]))
     if answer.get("unanswered"):
@@ -267,8 +283,9 @@ def _beside(notes: list[dict], finding: dict, taken: set[str]) -> list[dict]:
     return [n for n in notes if str(n.get("finding") or "") == fid]
 
 
-def _finding(page: _Page, n: int | None, f: dict, notes: list[dict], sites: dict[str, str]) -> str:
-    head = f"{n}. " if n is not None else "context, not ranked as a cause: "
+def _finding(page: _Page, n: int | None, f: dict, notes: list[dict], sites: dict[str, str],
+             head: str | None = None) -> str:
+    head = head or (f"{n}. " if n is not None else "context, not ranked as a cause: ")
     lines = [f'<h3 class="finding-title">{page.t(head + str(f.get("title") or ""))} '
              f'<code class="fid">{page.t(f.get("id") or "")}</code></h3>']
     if f.get("affects"):
