@@ -88,16 +88,28 @@ def fix_plan(diagnosis, server, *, checks: bool = True) -> list[FixStep]:
     return steps
 
 
+def _idle(diagnosis) -> list[str]:
+    """The doctor's findings that do not apply on this server or workload, each with why (its list apart,
+    and any finding whose estimate says so)."""
+    out = []
+    for f in getattr(diagnosis, "findings", []) or []:
+        if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply"):
+            out.append(f"{f.title} ({f.id}): {f.estimate.reason}")
+    for f in getattr(diagnosis, "not_applicable", []) or []:
+        reason = str(getattr(getattr(f, "estimate", None), "reason", ""))
+        out.append(f"{f.title} ({f.id}): " + (reason if reason.startswith("does not apply")
+                                             else f"does not apply: {f.not_here}"))
+    return out
+
+
 def describe_plan(plan: list[FixStep], diagnosis=None) -> str:
     """The plan, one line per step; with no step, why: the doctor's findings that do not apply here."""
     if plan:
         return "\n".join(f"step {n}: {step.title}: {step.label}" + (f" (a check: predicted {step.predicted})"
                                                                    if step.predicted else "")
                          for n, step in enumerate(plan, 1))
-    idle = [f for f in getattr(diagnosis, "findings", []) or []
-            if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
     lines = ["no step: the doctor found no change of flags to try on this server"]
-    lines += [f"  {f.title} ({f.id}): {f.estimate.reason}" for f in idle]
+    lines += [f"  {x}" for x in _idle(diagnosis)]
     return "\n".join(lines)
 
 
@@ -289,8 +301,7 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
     from .target import resolve_server
 
     questions = list(getattr(diagnosis, "open_questions", []) or [])
-    idle = [f"{f.title} ({f.id}): {f.estimate.reason}" for f in getattr(diagnosis, "findings", []) or []
-            if str(getattr(getattr(f, "estimate", None), "reason", "")).startswith("does not apply")]
+    idle = _idle(diagnosis)
     unfixable = [f"{f.title} ({f.id}): {f.estimate.text()}; {'; '.join(f.avoid) or 'no fix named'}"
                  for f in getattr(diagnosis, "findings", []) or []
                  if not f.changes and not f.advice and f.avoid

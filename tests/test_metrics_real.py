@@ -118,7 +118,8 @@ def _diagnosis(runs, span: Span, *ids: str, names=None):
 
 
 def _found(diagnosis, rule_id: str):
-    return next((f for f in diagnosis.findings if f.id == rule_id), None)
+    """The finding of that rule, ranked or listed apart (a GPU rule on this CPU server is listed apart)."""
+    return next((f for f in diagnosis.findings + diagnosis.not_applicable if f.id == rule_id), None)
 
 
 # ---------------------------------------------------------------------------- the prefix cache
@@ -296,7 +297,7 @@ def test_sgl_kit_doctor_with_prometheus_on_the_real_server(real_runs):
 def _json(proc: subprocess.CompletedProcess) -> dict:
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    doc["ids"] = [f["id"] for f in doc["findings"]]
+    doc["ids"] = [f["id"] for f in doc["findings"] + doc["not_applicable"]]
     return doc
 
 

@@ -280,9 +280,11 @@ def test_doctor_live_reads_the_real_server(real_server):
     text = diagnosis.to_text()
     assert "sglang 0.5.11" in text
     assert "no NVIDIA GPU visible" in text
-    by_id = {f.id: f for f in diagnosis.findings}
-    # the decode graph is off because of torch_native: the site whose message the server itself logged
+    # the decode graph is off because of torch_native: the site whose message the server itself logged (a GPU
+    # rule on a CPU server: listed apart, not a cause)
+    by_id = {f.id: f for f in diagnosis.not_applicable}
     graph = by_id["decode-cuda-graph-off"]
+    assert "decode-cuda-graph-off" not in {f.id for f in diagnosis.findings}
     assert graph.sites == ["srt/server_args.py:2557"]
     assert "Cuda graph is disabled because of using torch native attention backend" in real_server.server().log_text()
 
@@ -293,8 +295,9 @@ def test_doctor_gives_no_gpu_fix_to_a_cpu_server(real_server):
     diagnosis = doctor("lab", host=real_server.host)
     prescribed = [str(c) for f in diagnosis.findings for c in f.changes]
     assert not [c for c in prescribed if "attention-backend" in c or "cuda-graph" in c], prescribed
-    by_id = {f.id: f for f in diagnosis.findings}
-    # the GPU-only rules still say what they saw, and that they do not apply
+    by_id = {f.id: f for f in diagnosis.not_applicable}
+    # the GPU-only rules still say what they saw, and that they do not apply: listed apart, never ranked
+    assert not by_id.keys() & {f.id for f in diagnosis.findings}
     for rid in ("decode-cuda-graph-off", "attention-backend-mismatch", "prefill-cuda-graph-off"):
         assert by_id[rid].estimate.reason.startswith("does not apply: device = 'cpu'"), by_id[rid].estimate
         assert not by_id[rid].changes and by_id[rid].advice[0].startswith("nothing to change")

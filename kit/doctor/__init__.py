@@ -191,12 +191,12 @@ def diagnose(evidence: Evidence, only: list[Rule] | None = None, *, context_toke
             finding = Finding(one.id, one.title, estimate, lines, sites, changes, advice, avoid, one.versions,
                               one.affects, dropped, kept_checks, risk, not_here or "")
             (context if one.context else not_applicable if not_here else findings).append(finding)
-            if not_here:
-                continue
             # the fields its changes set, those it names, and those of the changes it predicts buy nothing: a
-            # known issue about one of them is said next to this finding, its workaround not offered again
+            # known issue about one of them is said next to this finding, its workaround not offered again (also
+            # when the finding does not apply here: a GPU setting's workaround is no fix on a CPU server)
             case.covered |= _fields_of(case, changes) | set(covers) | _fields_of(case, [c for c, _ in kept_checks])
-            case.found.append(one.id)
+            if not not_here:
+                case.found.append(one.id)
     _within_the_room(case, findings)
     priority = {r.id: r.priority for r in chosen}
     # at the same estimate, what the case's own evidence shows before a known issue matched from the database
