@@ -72,6 +72,16 @@ def test_a_labelled_counter_the_version_declares_and_never_counted_is_zero_not_u
     assert unknown["status"] == "no series" and "not a zero" in unknown["why"]
 
 
+def test_one_page_counts_the_never_counted_labelled_counter_as_zero_too():
+    from kit.metrics import page_facts
+
+    at, text = _raw(CLEAN)[-1]
+    one = page_facts(parse_metrics_text(text), source="the last page", names=metric_names("0.5.11"), at=at)
+    assert one["cached_tokens"]["values"] == {} and "none was counted" in one["cached_tokens"]["none"]
+    assert one["prompt_tokens"]["values"] == {"": _sum(text, "sglang:prompt_tokens_total")}
+    assert page_facts(parse_metrics_text(text), names=None, at=at)["cached_tokens"]["status"] == "no series"
+
+
 def test_one_page_is_not_a_span():
     (at, text), *_ = _raw(CLEAN)
     with pytest.raises(MetricsError, match="two /metrics pages or more") as err:

@@ -219,12 +219,12 @@ def page_facts(page, *, source: str = "/metrics", names=None, at: float | None =
     span = {"start": started, "end": at, "seconds": (at - started) if started else None, "source": source,
             "kind": "page"}
     facts: dict = {"span": span, "problems": []}
-    for key, (metric, samples, shape) in _PAGE.items():
-        if (absent := _declared(names, metric)) is not None:
-            facts[key] = absent
-            continue
-        site = names.find(metric).site if names is not None and names.find(metric) else None
+    served = _page_values(page, (m.PROMPT_TOKENS,), "sum").get("", 0.0) > 0
+    for key, metric, samples, shape, site in _declared_families(facts, names):
         rows = page[page["sample"].isin(samples)]
+        if rows.empty and shape.startswith("by:") and site is not None and served:
+            facts[key] = _none_counted(metric, samples, site, f"{samples[0]} in {source}", "the page")
+            continue
         if rows.empty:
             facts[key] = {"status": "no series", "metric": metric, "site": site, "query": f"{samples[0]} in {source}",
                           "why": f"{source} has no {samples[0]} sample: the server did not report it (not a zero)"}
@@ -263,6 +263,25 @@ def _page_values(page, samples: tuple[str, ...], shape: str) -> dict[str, float]
     return {s: float(v) for s, v in zip(rows["series"], rows["value"], strict=True)}
 
 
+def _declared_families(facts: dict, names):
+    """(key, metric, samples, shape, site) of each family the rules read; one the release does not declare
+    is put in ``facts`` as such and skipped."""
+    for key, (metric, samples, shape) in _PAGE.items():
+        if (absent := _declared(names, metric)) is not None:
+            facts[key] = absent
+            continue
+        found = names.find(metric) if names is not None else None
+        yield key, metric, samples, shape, (found.site if found else None)
+
+
+def _none_counted(metric: str, samples: tuple[str, ...], site: str, query: str, where: str) -> dict:
+    """A labelled counter has no series before its first count (prometheus_client makes a child at
+    ``.labels()``): declared by this release and absent while requests were served, it counted none."""
+    return {"status": "measured", "metric": metric, "query": query, "site": site, "values": {}, "sampled": False,
+            "at_scrape": False, "none": f"no {samples[0]} series in {where} while the server served requests: a "
+                                        "labelled counter appears at its first count, so none was counted"}
+
+
 def _served(first, last) -> bool:
     """Whether the server counted prompt tokens between two pages."""
     before, after = (_page_values(p, (m.PROMPT_TOKENS,), "sum") for p in (first, last))
@@ -286,11 +305,7 @@ def pages_facts(pages, *, source: str = "/metrics", names=None) -> dict:
     span = {"start": t0, "end": t1, "seconds": t1 - t0, "source": source, "kind": "pages", "pages": len(pages),
             "every": every}
     facts: dict = {"span": span, "problems": []}
-    for key, (metric, samples, shape) in _PAGE.items():
-        if (absent := _declared(names, metric)) is not None:
-            facts[key] = absent
-            continue
-        site = names.find(metric).site if names is not None and names.find(metric) else None
+    for key, metric, samples, shape, site in _declared_families(facts, names):
         query = f"{samples[0]} in {len(pages)} pages of {source}"
         counter = shape == "sum" or shape.startswith("by:")
         if counter:
@@ -303,12 +318,7 @@ def pages_facts(pages, *, source: str = "/metrics", names=None) -> dict:
                     if shape != "positive" or v > 0:
                         values[k] = max(values.get(k, v), v)
         if not values and shape.startswith("by:") and site is not None and _served(first, last):
-            # A labelled counter has no series before its first count (prometheus_client makes a child at
-            # .labels()): declared by this version and absent while requests were served, it counted none.
-            facts[key] = {"status": "measured", "metric": metric, "query": query, "site": site, "values": {},
-                          "sampled": False, "none": f"no {samples[0]} series in any page while the server "
-                                                    "served requests: a labelled counter appears at its first "
-                                                    "count, so none was counted"}
+            facts[key] = _none_counted(metric, samples, site, query, "any page")
             continue
         if not values:
             facts[key] = {"status": "no series", "metric": metric, "site": site, "query": query,
