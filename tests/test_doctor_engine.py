@@ -170,11 +170,6 @@ KNOWN_GAPS = {
     "attention-backend-mismatch": "no committed launch with torch_native or a backend its GPU cannot run",
     "prefill-chunks-hold-decode": "no committed log has Prefill batch lines of full chunks while requests decode",
     "differs-from-baseline": "no committed pair of a launch and its known-good baseline",
-    "decode-passes-eager": "no committed /metrics page or Prometheus range (its tests run a live real server: tests/test_metrics_real.py)",
-    "prefill-passes-eager": "no committed /metrics page or Prometheus range (its tests run a live real server: tests/test_metrics_real.py)",
-    "queue-time-measured": "no committed /metrics page or Prometheus range (its tests run a live real server: tests/test_metrics_real.py)",
-    "requests-retracted-measured": "no committed /metrics page or Prometheus range (its tests run a live real server: tests/test_metrics_real.py)",
-    "prefix-cache-hit-low": "no committed /metrics page or Prometheus range (its tests run a live real server: tests/test_metrics_real.py)",
     "accept-length-dropped": "no committed /metrics page or Prometheus range (its tests run a live real server: tests/test_metrics_real.py)",
     "trace-decode-eager": "the one committed trace is of sglang on CPU: no CUDA kernels, graphs or collectives",
     "trace-communication-share": "the one committed trace is of sglang on CPU: no CUDA kernels, graphs or collectives",
@@ -187,6 +182,10 @@ def _evidence(spec: dict):
         return _incident(spec["incident"])
     files = {k: (str(REPO / v) if k not in ("sglang", "gpu") else str(v)) for k, v in spec.items() if k != "trace"}
     ev = from_files(**files)
+    if spec.get("bench"):  # the server's /metrics pages the run kept: what the server did under that load
+        from kit.doctor import runtime_from_bench
+
+        runtime_from_bench(ev)
     if spec.get("trace"):
         from kit.doctor.rules_trace import add_trace
 
