@@ -115,3 +115,28 @@ def test_the_doctor_on_a_full_pool_names_the_pool_and_its_numbers():
     assert "--max-total-tokens" in a.next_step and "memory" in a.risk
     data = json.loads(json.dumps(d.to_dict()))
     assert list(data["answer"])[:3] == ["verdict", "problem_class", "strongest_signal"]
+
+
+def test_a_bench_run_shows_the_servers_numbers_beside_the_clients():
+    from kit.bench import BenchRun
+
+    run, raw = BenchRun.load(str(POOL)), _raw(POOL)
+    side = {what: (server, client) for what, server, client in run.server_side()}
+
+    def delta(sample: str) -> float:
+        return _sum(raw[-1][1], sample) - _sum(raw[0][1], sample)
+
+    prompt = delta("sglang:prompt_tokens_total")
+    assert side["prompt tokens"][0] == f"{prompt:g}"
+    # the server's count and the one its replies gave the client agree: the same 16 requests
+    assert side["prompt tokens"][1] == f"{sum(r.prompt_tokens for r in run.results)} counted by the server's replies"
+    assert side["requests"] == (f"{delta('sglang:queue_time_seconds_count'):g} through the queue", "16 ok of 16, 8 at once")
+    waited = delta("sglang:queue_time_seconds_sum") / delta("sglang:queue_time_seconds_count")
+    assert side["mean queue time"][0] == f"{waited * 1e3:.1f} ms"
+    assert side["most KV token usage"][0] == f"{max(_sum(t, 'sglang:token_usage') for _, t in raw):g}"
+    assert side["requests retracted"][0] == f"{delta('sglang:num_retracted_requests_total'):g}"
+    text = run.to_text()
+    assert "the server's side of the same minutes" in text and text.index("server /metrics:") < text.index("the server's side")
+    # a run without pages has no such block
+    run.server_pages = []
+    assert run.server_side() == [] and "the server's side" not in run.to_text()

@@ -182,7 +182,59 @@ class BenchRun:
         server = self._server_line()
         if server:
             out.append(server)
+        side = self.server_side()
+        if side:
+            out.append("the server's side of the same minutes (its /metrics pages), beside the client's:")
+            width, wide = max(len(what) for what, _, _ in side), max(len(srv) for _, srv, _ in side)
+            out += [f"  {what:<{width}}  server {srv:<{wide}}  client {cli}" for what, srv, cli in side]
         return out
+
+    def server_side(self) -> list[tuple[str, str, str]]:
+        """(what, the server's number, the client's) over this run, from the server's /metrics pages the run
+        kept (counters: the last page less the first; gauges: the most any page showed). Empty without two
+        pages. A number the server did not report is said so, not zero."""
+        if len(self.server_pages) < 2:
+            return []
+        from kit.errors import KitError
+        from kit.metrics import pages_facts, parse_metrics_text
+
+        try:
+            facts = pages_facts([(at, parse_metrics_text(text)) for at, text in self.server_pages],
+                                source="the run's pages")
+        except KitError:
+            return []
+
+        def total(key: str) -> float | None:
+            fact = facts.get(key) or {}
+            return sum(fact["values"].values()) if fact.get("status") == "measured" else None
+
+        def most(key: str) -> str:
+            value = total(key) if (facts.get(key) or {}).get("sampled") is False else \
+                max((facts.get(key) or {}).get("values", {}).values(), default=None)
+            return "not reported" if value is None else f"{value:g}"
+
+        ok = [r for r in self.results if r.ok]
+        sent = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+        prompt, cached, queued = total("prompt_tokens"), total("cached_tokens"), total("queue_time_count")
+        waited, ttft = total("queue_time_sum"), total("ttft_sum")
+        ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+        return [
+            ("requests", "not reported" if queued is None else f"{queued:g} through the queue", f"{len(ok)} ok of "
+             f"{len(self.results)}, {self.config.concurrency} at once"),
+            ("prompt tokens", "not reported" if prompt is None else f"{prompt:g}",
+             f"{sum(sent)} counted by the server's replies" if sent else "not in the replies"),
+            ("cached prompt tokens", "not reported" if cached is None or not prompt
+             else f"{cached:g} ({cached / prompt:.0%})",
+             f"prompts share {self.prefix_reuse['share']:.0%} of a prefix" if self.prefix_reuse else "-"),
+            ("mean queue time", "not reported" if not queued or waited is None else f"{waited / queued * 1e3:.1f} ms",
+             "-"),
+            ("mean time to first token", "not reported" if not queued or ttft is None
+             else f"{ttft / queued * 1e3:.1f} ms", f"{sum(ttfts) / len(ttfts) * 1e3:.1f} ms" if ttfts else "-"),
+            ("most running at once", most("running_max"), "-"),
+            ("most queued at once", most("queue_max"), "-"),
+            ("most KV token usage", most("token_usage_max"), "-"),
+            ("requests retracted", most("retracted_requests"), "-"),
+        ]
 
     def _server_line(self) -> str | None:
         """One line on the server's /metrics pages of this run: how many, over how long, or why there are none."""
