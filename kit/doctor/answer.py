@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .case import Case
+from .limits import FULL_POOL
 
 __all__ = ["CLASSES", "FINE_SHARE", "Answer", "answer_of", "load_seen"]
 
@@ -104,10 +105,18 @@ def _no_retraction(case: Case) -> tuple[bool | None, str]:
     if fact and fact.get("status") == "measured":
         n = sum(fact["values"].values())
         return n == 0, f"{n:g} requests retracted ({fact['query']})"
+    retracted = any(n.kind == "retract" for n in case.ev.messages)
     if case.ev.runtime:
-        if any(n.kind == "retract" for n in case.ev.messages):
+        if retracted:
             return False, "sglang's log retracted requests"
         return True, "no request retracted (sglang creates the counter on the first retraction, and has none)"
+    if retracted:
+        return False, "sglang's log retracted requests"
+    usage = (case.ev.decode or {}).get("max_token_usage")
+    if usage is not None and usage < FULL_POOL:
+        # sglang retracts only when a decode step finds no room in the KV pool
+        return True, (f"no retraction: token usage at most {usage:.2f} in the Decode batch lines, far from a full "
+                      "pool, and no retraction in the log read")
     return None, "whether requests were retracted: no metrics of the server"
 
 
@@ -122,14 +131,33 @@ def _graphs(case: Case) -> tuple[bool | None, str]:
         return (eager == 0 if total else None), f"decode passes in CUDA graphs: {total - eager:g} of {total:g}"
     if case.value("disable_cuda_graph") is True:
         return False, "disable_cuda_graph = True"
-    return None, "whether decode ran in CUDA graphs: no graph pass counts (--enable-metrics)"
+    decode = case.ev.decode or {}
+    said, lines = decode.get("cuda_graph"), decode.get("lines") or 0
+    if said is True:
+        return True, (f"decode ran in CUDA graphs: `cuda graph: True` on every Decode batch line that shows the "
+                      f"column ({lines} line(s) read)")
+    if said is False:
+        return False, f"decode ran eager: `cuda graph: False` on the {lines} Decode batch line(s) read"
+    if said == "mixed":
+        return False, "some Decode batch lines say `cuda graph: False`: those batches ran eager"
+    return None, ("whether decode ran in CUDA graphs: no graph pass counts (--enable-metrics) and no `cuda graph` "
+                  "column in Decode batch lines")
 
 
 def _rate(case: Case) -> tuple[bool | None, str]:
     roof = case.roofline
     bench = case.ev.bench or {}
     if roof is None or not getattr(roof, "ceiling_tok_s", None):
-        return None, "the measured rate against the roofline: no roofline (it needs the GPU and its bandwidth)"
+        why = getattr(roof, "note", "") or "it needs the GPU and its bandwidth, the model's config.json and tp"
+        return None, f"the measured rate against the roofline: no roofline ({why})"
+    decode = case.ev.decode or {}
+    if not bench.get("tok_s") and decode.get("single_stream") and decode.get("gen_throughput"):
+        rate = decode["gen_throughput"]
+        share = rate / roof.ceiling_tok_s
+        return share >= FINE_SHARE, (
+            f"one stream decodes at {rate:.1f} tok/s (the median gen throughput of {decode['lines']} Decode batch "
+            f"line(s) with one request running), {share:.0%} of the roofline's {roof.ceiling_tok_s:.1f} tok/s for "
+            f"this GPU and model (the kit counts {FINE_SHARE:.0%} or more as what the hardware does)")
     if not bench.get("tok_s"):
         return None, (f"the measured rate against the roofline ({roof.ceiling_tok_s:.0f} tok/s for one stream): "
                       "no measured rate (sgl-kit bench TARGET -c 1, then --bench RUN)")
@@ -156,6 +184,17 @@ def answer_of(case: Case, findings: list, not_applicable: list, checked: list[st
     quiet = [i for i in dict.fromkeys(checked) if i not in found]
     if quiet:
         ruled_out.append("no sign of: " + ", ".join(quiet))
+    checks = [_no_queue(case), _no_retraction(case), _graphs(case), _rate(case)]
+    basis = [text for _, text in checks]
+    matched = [f for f in findings if f.id == "known-issue"]
+    if findings and len(matched) == len(findings) and all(ok is True for ok, _ in checks):
+        # only the release database's matches, none of them seen in what the server did: the evidence says fine
+        return Answer("fine", "none: the server does what this hardware does", basis[-1],
+                      "nothing to change in the launch", list(checked), ruled_out,
+                      "if users still see it slow, measure from their side: their concurrency, prompt lengths and "
+                      "network (sgl-kit bench with their load)", "",
+                      basis + [f"{len(matched)} known issue(s) of this release match the launch (listed below); "
+                               "none shows in this evidence"])
     if findings:
         top = findings[0]
         part = top.affects[0] if top.affects else ""
@@ -168,8 +207,6 @@ def answer_of(case: Case, findings: list, not_applicable: list, checked: list[st
         return Answer("cause found", CLASSES.get(part, part or "not classed"), signal,
                       f"{top.title} [{top.id}] ({size})", list(checked), ruled_out, nxt,
                       top.risk, [])
-    checks = [_no_queue(case), _no_retraction(case), _graphs(case), _rate(case)]
-    basis = [text for _, text in checks]
     if all(ok is True for ok, _ in checks):
         return Answer("fine", "none: the server does what this hardware does", basis[-1],
                       "nothing to change in the launch", list(checked), ruled_out,

@@ -491,7 +491,7 @@ def roofline(config: Any, gpu: str | GpuProfile | None = None, *, tp: int | None
         lines.append(f"bandwidth: {tp} x {profile.bandwidth_gbs:g} GB/s ({profile.name} datasheet peak) = "
                      f"{bandwidth:g} GB/s; real kernels reach roughly 80-90% of peak, so the ceiling is optimistic")
     if size:
-        share = f"; each of the {tp} GPUs reads 1/{tp}" if tp > 1 else ""
+        share = f"; each of the {tp} GPUs reads 1/{tp}" if tp and tp > 1 else ""
         average = size.weight_bytes_per_step / size.params_per_step
         lines.append(f"bytes per {'verify' if steps else 'step'}: weights {_gb(size.weight_bytes_per_step)} "
                      f"({_params(size.params_per_step)} parameters, {average:.4g} bytes each on average{share}) + KV "
