@@ -333,12 +333,21 @@ def _decode_from(ev: Evidence, text: str, where: str, parse, summary) -> None:
         ev.sources["prefill"] = f"{len(prefill)} Prefill batch lines of {where}"
 
 
+LAST_RUN = " (its last run: from the last server_args line on)"
+
+
 def _log_from(ev: Evidence, text: str, where: str, option: str, launch: list | None = None):
     """A log's server_args line, Decode/Prefill batch lines and sglang's notices. Returns
     (snapshot, where) when the server_args line is cut off, for _cut_fields once the source is known.
     ``launch``: the same paste holds a launch command; Decode batch lines without a server_args line
-    are noted there, for _decode_alone."""
+    are noted there, for _decode_alone. A log several runs wrote (a relaunch appends) is read from its
+    last run's server_args line on, as the live doctor reads the running process' log."""
     from kit.server_args import decode_summary, parse_decode_stats, parse_log_all
+
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if "server_args=" in line]
+    if len(starts) > 1:
+        text, where = "\n".join(lines[starts[-1]:]) + "\n", where + LAST_RUN
 
     cut = None
     try:
@@ -793,7 +802,7 @@ def from_server(host, server, *, tree=None, progress: Callable[[str], None] | No
         if len(starts) > 1 or (starts and sum("server_args=" in line for line in head) > 1):
             tail = tail[starts[-1]:]
             head = tail[:3000]
-            where += " (the running process' run: from its last server_args line on)"
+            where += LAST_RUN
         text = "\n".join(head)
         ev.notices += [n.text for n in log_notices(text) if n.kind != "warning"]
         ev.startup += startup_lines(text)
