@@ -140,3 +140,14 @@ def test_a_bench_run_shows_the_servers_numbers_beside_the_clients():
     # a run without pages has no such block
     run.server_pages = []
     assert run.server_side() == [] and "the server's side" not in run.to_text()
+
+
+def test_a_bench_run_that_is_not_one_is_refused_when_it_is_the_only_evidence(tmp_path):
+    from kit.errors import UsageError
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("# not a run file\n")
+    with pytest.raises(UsageError) as err:
+        doctor(bench=str(notes))
+    assert str(notes) in err.value.message and "is not a bench run file" in err.value.message
+    assert "sgl-kit bench" in err.value.hint

@@ -79,6 +79,11 @@ def gather(target: str | None = None, *, host=None, server=None, pid: int | None
                              hint="give a target (\"lab\", \"local\", an SSH target) or files: "
                                   f"{', '.join(EVIDENCE_FILES)}, or a bench run")
         evidence = from_files(baseline=baseline, bench=bench, progress=progress, **files)
+        if not any(files.get(name) for name in EVIDENCE_FILES) and not prometheus and not trace \
+                and evidence.bench is None:
+            said = next((p for p in evidence.problems if str(bench) in p), f"--bench {bench}: not read")
+            raise UsageError(f"nothing to examine: the bench run was the only evidence, and it could not be read "
+                             f"({said})", hint="give a run file `sgl-kit bench ... -o RUN` wrote, or other evidence")
         if prometheus:
             note("reading what the server did (Prometheus)")
             add_runtime(evidence, **runtime)
