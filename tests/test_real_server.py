@@ -168,13 +168,21 @@ def test_bench_rate_is_of_the_order_of_the_decode_batch_lines(real_server):
     from kit.bench import bench
 
     server = real_server.server()
-    start = len(server.log_text().splitlines())
-    run = bench(real_server.url, requests=1, max_tokens=96, input_len=8, warmup=0, progress=None, out=None)
-    lines = "\n".join(server.log_text().splitlines()[start:])
-    stats = [s for s in parse_decode_stats(lines) if s.running_req == 1 and s.gen_throughput]
-    assert stats, "no Decode batch line during the run"
-    assert all(s.cuda_graph is False for s in stats)
-    mine = run.results[0].decode_tok_s
+    # On two busy cores a stream's tokens can all arrive in one read: the run then has no decode rate and says
+    # why (decode_note). Up to three runs, so the comparison is made when one of them streamed.
+    for _ in range(3):
+        start = len(server.log_text().splitlines())
+        run = bench(real_server.url, requests=1, max_tokens=96, input_len=8, warmup=0, progress=None, out=None)
+        lines = "\n".join(server.log_text().splitlines()[start:])
+        stats = [s for s in parse_decode_stats(lines) if s.running_req == 1 and s.gen_throughput]
+        assert stats, "no Decode batch line during the run"
+        assert all(s.cuda_graph is False for s in stats)
+        mine = run.results[0].decode_tok_s
+        if mine is not None:
+            break
+        assert run.results[0].decode_note, "no decode rate and no reason given"
+    if mine is None:
+        return  # three runs whose tokens arrived at once, each saying so: nothing to compare on this machine
     theirs = sorted(s.gen_throughput for s in stats)[len(stats) // 2]
     # one stream: the server's per-interval rate and the client's per-request rate measure the same
     # decode loop; on 2 shared cores both swing, so only the order of magnitude is held
