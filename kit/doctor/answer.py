@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .case import Case
-from .limits import FULL_POOL
+from .limits import FULL_POOL, span_peak
 
 __all__ = ["CLASSES", "FINE_SHARE", "Answer", "answer_of", "load_seen"]
 
@@ -74,12 +74,10 @@ def load_seen(case: Case) -> list[str]:
         prompts = (f", prompts of {bench['prompt_tokens_mean']:.0f} tokens on average"
                    if bench.get("prompt_tokens_mean") else "")
         out.append(f"the benchmark {bench['source']} sent {bench.get('requests') or '?'} requests, {how}{prompts}")
-    runtime = case.ev.runtime or {}
     for key, what in (("queue_max", "queued at once"), ("running_max", "running at once"),
                       ("token_usage_max", "token usage")):
-        fact = runtime.get(key)
-        if fact and fact.get("status") == "measured" and not fact.get("at_scrape"):
-            peak = max(fact["values"].values())
+        peak, _ = span_peak(case, key)
+        if peak is not None:
             out.append(f"the most {what}: {peak:.2f}" if key == "token_usage_max" else f"the most {what}: {peak:g}")
     decode = case.ev.decode or {}
     if decode.get("max_running_req") is not None:
@@ -89,10 +87,9 @@ def load_seen(case: Case) -> list[str]:
 
 
 def _no_queue(case: Case) -> tuple[bool | None, str]:
-    fact = (case.ev.runtime or {}).get("queue_max")
-    if fact and fact.get("status") == "measured" and not fact.get("at_scrape"):
-        peak = max(fact["values"].values())
-        return peak < 1, f"no request queued ({fact['query']}: at most {peak:g})"
+    peak, where = span_peak(case, "queue_max")
+    if peak is not None:
+        return peak < 1, f"no request queued ({where}: at most {peak:g})"
     decode = case.ev.decode or {}
     if decode.get("max_queue_req") is not None:
         return decode["max_queue_req"] < 1, f"no request queued (the Decode batch lines: #queue-req at most " \
@@ -105,13 +102,10 @@ def _no_retraction(case: Case) -> tuple[bool | None, str]:
     if fact and fact.get("status") == "measured":
         n = sum(fact["values"].values())
         return n == 0, f"{n:g} requests retracted ({fact['query']})"
-    retracted = any(n.kind == "retract" for n in case.ev.messages)
-    if case.ev.runtime:
-        if retracted:
-            return False, "sglang's log retracted requests"
-        return True, "no request retracted (sglang creates the counter on the first retraction, and has none)"
-    if retracted:
+    if any(n.kind == "retract" for n in case.ev.messages):
         return False, "sglang's log retracted requests"
+    if case.ev.runtime:
+        return True, "no request retracted (sglang creates the counter on the first retraction, and has none)"
     usage = (case.ev.decode or {}).get("max_token_usage")
     if usage is not None and usage < FULL_POOL:
         # sglang retracts only when a decode step finds no room in the KV pool
@@ -151,23 +145,28 @@ def _rate(case: Case) -> tuple[bool | None, str]:
         why = getattr(roof, "note", "") or "it needs the GPU and its bandwidth, the model's config.json and tp"
         return None, f"the measured rate against the roofline: no roofline ({why})"
     decode = case.ev.decode or {}
-    if not bench.get("tok_s") and decode.get("single_stream") and decode.get("gen_throughput"):
+    if bench.get("tok_s"):
+        if (bench.get("concurrency") or 1) != 1:
+            return None, (f"the measured rate against the roofline: the roofline is one stream's, the benchmark ran "
+                          f"{bench['concurrency']} at once (sgl-kit bench -c 1 compares)")
+        rate, source = bench["tok_s"], bench["source"]
+    elif decode.get("single_stream") and decode.get("gen_throughput"):
         rate = decode["gen_throughput"]
-        share = rate / roof.ceiling_tok_s
-        return share >= FINE_SHARE, (
-            f"one stream decodes at {rate:.1f} tok/s (the median gen throughput of {decode['lines']} Decode batch "
-            f"line(s) with one request running), {share:.0%} of the roofline's {roof.ceiling_tok_s:.1f} tok/s for "
-            f"this GPU and model (the kit counts {FINE_SHARE:.0%} or more as what the hardware does)")
-    if not bench.get("tok_s"):
+        source = f"the median gen throughput of {decode['lines']} Decode batch line(s) with one request running"
+    else:
         return None, (f"the measured rate against the roofline ({roof.ceiling_tok_s:.0f} tok/s for one stream): "
                       "no measured rate (sgl-kit bench TARGET -c 1, then --bench RUN)")
-    if (bench.get("concurrency") or 1) != 1:
-        return None, (f"the measured rate against the roofline: the roofline is one stream's, the benchmark ran "
-                      f"{bench['concurrency']} at once (sgl-kit bench -c 1 compares)")
-    share = bench["tok_s"] / roof.ceiling_tok_s
-    return share >= FINE_SHARE, (f"one stream decodes at {bench['tok_s']:.1f} tok/s ({bench['source']}), "
-                                 f"{share:.0%} of the roofline's {roof.ceiling_tok_s:.1f} tok/s for this GPU and "
-                                 f"model (the kit counts {FINE_SHARE:.0%} or more as what the hardware does)")
+    share = rate / roof.ceiling_tok_s
+    return share >= FINE_SHARE, (f"one stream decodes at {rate:.1f} tok/s ({source}), {share:.0%} of the roofline's "
+                                 f"{roof.ceiling_tok_s:.1f} tok/s for this GPU and model (the kit counts "
+                                 f"{FINE_SHARE:.0%} or more as what the hardware does)")
+
+
+def _fine(checked: list[str], ruled_out: list[str], basis: list[str]) -> Answer:
+    """The verdict that the server does what this hardware does; its strongest signal is the rate's check."""
+    return Answer("fine", "none: the server does what this hardware does", basis[3], "nothing to change in the launch",
+                  list(checked), ruled_out, "if users still see it slow, measure from their side: their concurrency, "
+                  "prompt lengths and network (sgl-kit bench with their load)", "", basis)
 
 
 def answer_of(case: Case, findings: list, not_applicable: list, checked: list[str], questions: list[str],
@@ -189,12 +188,8 @@ def answer_of(case: Case, findings: list, not_applicable: list, checked: list[st
     matched = [f for f in findings if f.id == "known-issue"]
     if findings and len(matched) == len(findings) and all(ok is True for ok, _ in checks):
         # only the release database's matches, none of them seen in what the server did: the evidence says fine
-        return Answer("fine", "none: the server does what this hardware does", basis[-1],
-                      "nothing to change in the launch", list(checked), ruled_out,
-                      "if users still see it slow, measure from their side: their concurrency, prompt lengths and "
-                      "network (sgl-kit bench with their load)", "",
-                      basis + [f"{len(matched)} known issue(s) of this release match the launch (listed below); "
-                               "none shows in this evidence"])
+        return _fine(checked, ruled_out, basis + [f"{len(matched)} known issue(s) of this release match the launch "
+                                                  "(listed below); none shows in this evidence"])
     if findings:
         top = findings[0]
         part = top.affects[0] if top.affects else ""
@@ -208,10 +203,7 @@ def answer_of(case: Case, findings: list, not_applicable: list, checked: list[st
                       f"{top.title} [{top.id}] ({size})", list(checked), ruled_out, nxt,
                       top.risk, [])
     if all(ok is True for ok, _ in checks):
-        return Answer("fine", "none: the server does what this hardware does", basis[-1],
-                      "nothing to change in the launch", list(checked), ruled_out,
-                      "if users still see it slow, measure from their side: their concurrency, prompt lengths and "
-                      "network (sgl-kit bench with their load)", "", basis)
+        return _fine(checked, ruled_out, basis)
     failed = [text for ok, text in checks if ok is False]
     unknown = [text for ok, text in checks if ok is None]
     nxt = ("collect: " + "; ".join(unknown)) if unknown else (questions[0] if questions else "")

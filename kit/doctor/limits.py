@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from .case import Case
 from .result import Change
 
-__all__ = ["CHUNKS_PER_PROMPT", "FULL_POOL", "LIMIT_FACTS", "UNKNOWN", "Limit", "chunk_target", "prefix_reuse", "which_limit"]
+__all__ = ["CHUNKS_PER_PROMPT", "FULL_POOL", "LIMIT_FACTS", "UNKNOWN", "Limit", "chunk_target", "prefill_chunks", "prefix_reuse",
+           "span_peak", "which_limit"]
 
 FULL_POOL = 0.9  # the kit's own threshold: token usage at or above this share of the pool counts as full
 # The facts which_limit reads when present (kit.doctor.facts): a rule that calls it declares them in ``uses``.
@@ -60,7 +61,7 @@ def chunk_target(case: Case) -> int:
     return max(chunk * CHUNKS_PER_PROMPT, 1 << max(0, longest - 1).bit_length())
 
 
-def _runtime(case: Case, key: str) -> tuple[float | None, str]:
+def span_peak(case: Case, key: str) -> tuple[float | None, str]:
     """A gauge's peak over a span (never one scrape: a gauge read once is not a peak), and where from."""
     fact = (case.ev.runtime or {}).get(key)
     if not fact or fact.get("status") != "measured" or fact.get("at_scrape"):
@@ -79,13 +80,13 @@ def _peak(case: Case, log_key: str, runtime_key: str, log_where: str) -> tuple[f
     log_value = (case.ev.decode or {}).get(log_key)
     if log_value is not None:
         found.append((float(log_value), log_where))
-    value, where = _runtime(case, runtime_key)
+    value, where = span_peak(case, runtime_key)
     if value is not None:
         found.append((value, where))
     return max(found, default=(None, ""))
 
 
-def _prefill_chunks(case: Case) -> tuple[int, int, int]:
+def prefill_chunks(case: Case) -> tuple[int, int, int]:
     """(prefill lines, lines whose #new-token filled the chunk, the most #queue-req among those)."""
     chunk = case.value("chunked_prefill_size")
     lines = case.ev.prefill or []
@@ -139,7 +140,7 @@ def which_limit(case: Case) -> Limit | None:
         summary += (f"; {option} {target} is the load's concurrency" if sent and int(sent) > int(cap) else
                     f"; {option} {target} is twice the cap (the load's concurrency is not in the evidence)")
         return Limit("running cap", summary, [summary], [Change(option, target)], [], risk)
-    lines, full, queued = _prefill_chunks(case)
+    lines, full, queued = prefill_chunks(case)
     if full and queued:
         chunk = case.value("chunked_prefill_size")
         prompts = (case.ev.bench or {}).get("prompt_tokens_mean")

@@ -163,6 +163,20 @@ def where(sites) -> list[str]:
     return [short_path(s.where) for s in sites]
 
 
+def source_site(case: Case, text: str, under: str = "") -> list[str]:
+    """Where this version's source has ``text`` (file:line, the first under ``under``), when the source is
+    at hand; [] otherwise."""
+    from kit.errors import KitError
+
+    if case.ev.tree is None:
+        return []
+    try:
+        found = case.ev.tree.grep(text, fixed=True, max_matches=10)
+    except KitError:
+        return []
+    return [f"{short_path(m.path)}:{m.line}" for m in found if under in m.path][:1]
+
+
 def version_in(version: str | None, spec: str) -> bool:
     """Whether sglang ``version`` is in the PEP 440 range ``spec`` (False when either does not parse): the
     kit's one range test, kit._versions.in_range."""

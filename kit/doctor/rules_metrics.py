@@ -30,7 +30,7 @@ from .case import Case
 from .limits import prefix_reuse, which_limit
 from .result import Change
 from .rulebase import ALL_VERSIONS as _ALL
-from .rulebase import Fix, Impact, Rule, gap, not_estimated, rule
+from .rulebase import Fix, Impact, Rule, gap, not_estimated, rule, source_site
 from .rules_runtime import queue_fix, queue_risk
 
 __all__ = ["ACCEPT_DROP", "GROUP", "LOW_CACHE_HIT", "QUEUE_SHARE", "add_runtime", "add_runtime_page",
@@ -189,14 +189,7 @@ def _decl_site(fact: dict | None) -> list[str]:
 
 
 def _src_site(case: Case, text: str, under: str = "observability/") -> list[str]:
-    """Where this version's source has ``text`` (file:line), when the source is at hand."""
-    if case.ev.tree is None:
-        return []
-    try:
-        found = case.ev.tree.grep(text, fixed=True, max_matches=10)
-    except KitError:
-        return []
-    return [f"{short_path(m.path)}:{m.line}" for m in found if under in m.path][:1]
+    return source_site(case, text, under)
 
 
 def _peak_words(fact: dict, what: str) -> str:

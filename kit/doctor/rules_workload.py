@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 
 from .case import Case
-from .limits import CHUNKS_PER_PROMPT, chunk_target
+from .limits import CHUNKS_PER_PROMPT, chunk_target, prefill_chunks
 from .result import Change, Impact
 from .rulebase import ALL_VERSIONS as _ALL
-from .rulebase import Fix, Rule, not_estimated, resolution_sites, rule, where
+from .rulebase import Fix, Rule, not_estimated, resolution_sites, rule, source_site, where
 
 __all__: list[str] = []
 
@@ -33,11 +33,20 @@ def _streamed(case: Case) -> list[str] | None:
         return None
     out = [f"stream_interval = {n} ({case.origin('stream_interval')}): the server sends a streaming client "
            f"{n} tokens at a time"]
+    site = _stream_site(case)
+    if site:
+        out.append(f"sglang streams a request's output when its count of output ids reaches the next multiple of "
+                   f"stream_interval ({site[0]})")
     bench = case.ev.bench or {}
     if bench.get("tokens_per_chunk_mean"):
         out.append(f"the benchmark received {bench['tokens_per_chunk_mean']:.1f} tokens per streamed chunk on "
                    f"average ({bench['source']})")
     return out
+
+
+def _stream_site(case: Case) -> list[str]:
+    """Where this version's scheduler decides to stream a request's tokens by stream_interval."""
+    return source_site(case, "len(req.output_ids) % stream_interval", "managers/")
 
 
 def _streamed_impact(case: Case) -> Impact:
@@ -56,7 +65,7 @@ rule(Rule(
     ("args",),
     when=_streamed, impact=_streamed_impact,
     fix=lambda case: ([Change(case.option("stream_interval") or "--stream-interval", 1)], [], []),
-    sites=lambda case: where(resolution_sites(case, "stream_interval")),
+    sites=lambda case: where(resolution_sites(case, "stream_interval")) + _stream_site(case),
     risk=lambda case: ("a token per update costs the server a little more work per step (the reason sglang "
                        "offers the interval); measure total throughput under the real load before and after"),
     affects=("streaming",), covers=lambda case: {"stream_interval"},
@@ -71,18 +80,13 @@ def _chunk(case: Case) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def _full_chunks(case: Case, chunk: int) -> tuple[int, int]:
-    lines = case.ev.prefill or []
-    return len(lines), sum(1 for s in lines if s.new_token is not None and s.new_token >= chunk)
-
-
 def _split(case: Case) -> list[str] | None:
     chunk = _chunk(case)
     if chunk is None:
         return None
     bench = case.ev.bench or {}
     prompts = bench.get("prompt_tokens_mean")
-    lines, full = _full_chunks(case, chunk)
+    lines, full, _ = prefill_chunks(case)
     origin = f"chunked_prefill_size = {chunk} ({case.origin('chunked_prefill_size')})"
     if prompts and prompts >= CHUNKS_PER_PROMPT * chunk:
         out = [f"{origin}: the benchmark's prompts have {prompts:.0f} tokens on average ({bench['source']}), "
@@ -114,6 +118,6 @@ rule(Rule(
     when=_split, impact=_split_impact, fix=_split_fix,
     sites=lambda case: where(resolution_sites(case, "chunked_prefill_size")),
     risk=lambda case: ("a longer chunk makes each prefill pass longer: running requests wait for it between "
-                       "their tokens, and sglang reserves activation memory by the chunk size on a GPU"),
+                       "their tokens; measure the time between tokens under the real load before and after"),
     affects=("prefill/extend",), covers=lambda case: {"chunked_prefill_size"},
     uses=("bench", "command", "prefill", "source", "version")))
