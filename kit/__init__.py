@@ -8,8 +8,8 @@
     kit.compare(run_before, run)
 
 The public API is what ``__all__`` lists: the verbs (``connect``, ``discover``, ``doctor``,
-``why``, ``args``, ``bench``, ``compare``, ``report``, ``upgrade_diff``, ``dry_run``, ``Lab``,
-``timeline``), what they return, the notebooks' namespaces (``kit.notebook``,
+``why``, ``args``, ``bench``, ``compare``, ``sweep``, ``compare_sweeps``, ``goodput``, ``report``,
+``upgrade_diff``, ``dry_run``, ``Lab``, ``timeline``), what they return, the notebooks' namespaces (``kit.notebook``,
 ``kit.investigation``, ``kit.display``, ``kit.practice``) and the error tree (``kit.errors``).
 The ``sgl-kit`` commands are a thin layer over the same verbs. ``import kit`` loads almost
 nothing: each name is imported from its module on first use, so a notebook that only
@@ -33,14 +33,17 @@ _VERBS = {
     "bench": None,                           # kit.bench(target, concurrency=..., requests=...) -> BenchRun
     "capture": "kit.case",                   # a live target's evidence, kept in a case directory -> CaptureResult
     "compare": "kit.bench",                  # compare(run_a, run_b) -> Comparison (bootstrap interval)
+    "compare_sweeps": "kit.bench",           # compare_sweeps(sweep_a, sweep_b) -> SweepComparison (Pareto fronts)
     "connect": "kit.target",                 # a target string -> Host
     "discover": "kit.target",                # the SGLang servers on a Host
     "doctor": None,                          # kit.doctor(target or files) -> Diagnosis
     "dry_run": "kit.dryrun",                 # sglang's own argument resolution on CPU -> DryRunResult
+    "goodput": "kit.bench",                  # goodput(run, "ttft=500ms,itl=50ms") -> Goodput (share meeting an SLO)
     "inventory": "kit.target",               # what a Host has: OS, CPUs, memory, GPUs
     "Lab": "kit.lab",                        # the built-in stand-in server
     "report": None,                          # kit.report([notebooks], out) -> ReportResult
     "resolve_server": "kit.target",          # a target (and --pid/--port) -> the one ServerProcess
+    "sweep": "kit.bench",                    # sweep(target, [1, 2, 4, 8]) -> Sweep (one run per concurrency)
     "timeline": "kit.metrics.server",        # what a server did over time (its log, Prometheus)
     "upgrade_diff": "kit.upgrade",           # one launch across sglang releases -> UpgradeDiff
     "why": "kit.provenance",                 # why a flag has its value -> FlagExplanation
@@ -57,6 +60,7 @@ _TYPES = {
     "DryRunResult": "kit.dryrun",
     "effective_args": "kit.server_args",
     "FlagExplanation": "kit.provenance",
+    "Goodput": "kit.bench",
     "from_server_info": "kit.server_args",
     "Host": "kit.hosts",
     "HostInventory": "kit.target",
@@ -73,6 +77,8 @@ _TYPES = {
     "ServerProcess": "kit.target",
     "source_for_server": "kit.source",
     "SourceTree": "kit.source",
+    "Sweep": "kit.bench",
+    "SweepComparison": "kit.bench",
     "UpgradeDiff": "kit.upgrade",
 }
 # a few names under another name in their module

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["CACHE_ENV", "LAB_DIR_ENV", "RUNTIME_ENV", "cache_dir", "lab_dir", "runs_dir", "runtime_dir", "tree_dir",
-           "wheels_dir"]
+           "wheels_dir", "write_json"]
 
 CACHE_ENV = "SGL_KIT_CACHE"
 LAB_DIR_ENV = "SGL_KIT_LAB_DIR"
@@ -72,3 +72,13 @@ def runtime_dir() -> Path | None:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         return None
     return path
+
+
+def write_json(path: str | os.PathLike, data: object) -> Path:
+    """``data`` as indented JSON at ``path`` (its directory made), for a result's ``save``."""
+    import json
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return out

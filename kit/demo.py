@@ -78,7 +78,10 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
     page = _html(out, console, case_page)
     pays_path = summary_path.with_name(summary_path.stem + "-nospec.json")
     pays = json.loads(pays_path.read_text()) if pays_path.is_file() else None
-    _summary(console, json.loads(summary_path.read_text()), out, page, sum(timings.values()), pays)
+    front_path = summary_path.with_name(summary_path.stem + "-front.json")
+    front = json.loads(front_path.read_text()) if front_path.is_file() else None
+    _summary(console, json.loads(summary_path.read_text()), out, page, sum(timings.values()), pays, front,
+             front_path.with_suffix(".html"))
     upgrade = json.loads(summary_path.read_text()).get("upgrade")
     if upgrade:
         console.print(f"Before an upgrade (05_upgrade): {upgrade['headline']}", soft_wrap=True, markup=False)
@@ -250,7 +253,8 @@ def _shown(path: Path) -> str:
 _NO_SITE = "no line of sglang set it for this launch (the finding's evidence in 04 says what did)"
 
 
-def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, pays: dict | None = None) -> None:
+def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, pays: dict | None = None,
+             front: dict | None = None, front_page: Path | None = None) -> None:
     steps = data["steps"]
     fixes = [s for s in steps[1:] if not s.get("predicted")]
     checks = [s for s in steps[1:] if s.get("predicted")]
@@ -267,7 +271,8 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, 
     for step in checks:
         say(f"  - {step['step']} ({step['finding']}): {', '.join(step['sites']) or _NO_SITE}; restoring it "
             f"is predicted to change nothing here: {step['predicted'].split(': ', 1)[-1]}")
-    say("The fixes, one at a time, each measured against the launch before it (means, 95% bootstrap CI):")
+    say("The fixes, one at a time, each measured against the launch before it in interleaved blocks (means, 95% "
+        "interval over the pairs of blocks, and the launch's noise floor against itself):")
     for step in fixes:
         say(f"  - {', '.join(step['changes'])}: {step.get('effect') or step['rate_tok_s']}")
     for step in checks:
@@ -284,6 +289,12 @@ def _summary(console, data: dict, out: Path, page: Path | None, seconds: float, 
 
         for question in brief_questions(data.get("open_questions") or []):
             say(f"  - {question}")
+    if front and front.get("levels"):
+        levels = front["levels"]
+        say(f"The fix across loads (the launch as found and with the fixes, swept at concurrency "
+            f"{', '.join(str(v['concurrency']) for v in levels)}; plot: {_shown(front_page)}):")
+        for statement in front.get("statements") or []:
+            say(f"  - {statement}")
     if pays and pays.get("steps"):
         say("Where the refused fix would pay (the lab's launch without speculative decoding, where no check of the "
             "prefill graph's gate refuses a text request):")
@@ -468,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        "source: where to lay out the tree (default: local)")
     parser.add_argument("--out", default=str(ROOT / "out"), help="story: where the executed notebooks go (out/)")
     parser.add_argument("--requests", type=int, default=6, help="story: requests per benchmark (default 6)")
-    parser.add_argument("--max-tokens", type=int, default=96, help="story: tokens per request (default 96)")
+    parser.add_argument("--max-tokens", type=int, default=48, help="story: tokens per request (default 48)")
     parser.add_argument("--ssh-config", default=None, help="story: ssh config for an SSH target")
     parser.add_argument("--port", type=int, default=0,
                         help="story: the lab's port (default: $SGL_KIT_LAB_PORT or 30000 when free, else the next "

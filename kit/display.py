@@ -16,8 +16,8 @@ from typing import Any
 from kit._text import wrap
 
 __all__ = ["ProgressWidget", "Text", "ab_comparison", "breakable", "diagnosis_view", "filtered_table", "html_table",
-           "hypothesis_picker", "in_notebook", "metrics_timeline", "pre", "rate_distribution", "steps_chart", "td",
-           "timeline"]
+           "hypothesis_picker", "in_notebook", "metrics_timeline", "pre", "rate_distribution", "steps_chart",
+           "sweep_fronts", "td", "timeline"]
 
 _OK, _FAILED, _WAIT = "#1f77b4", "#d62728", "#bbbbbb"
 
@@ -320,7 +320,8 @@ def _segment(store: tuple[list, list], x0: float, x1: float, y: int) -> None:
 
 
 def ab_comparison(comparison: Any) -> Any:
-    """A and B side by side, and the bootstrap distribution of B - A with its interval.
+    """A and B side by side, and the distribution of B - A with its interval: the bootstrap's for two runs, the
+    pairs' differences (with the noise floor shaded) for interleaved blocks.
 
     The boxes are labelled A and B; which run each is (its id) is in the legend and on hover, so the
     plot keeps its area for the data."""
@@ -328,26 +329,88 @@ def ab_comparison(comparison: Any) -> Any:
     from plotly.subplots import make_subplots
 
     c = comparison
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55],
-                        subplot_titles=("Decode tok/s per request", f"Bootstrap of B - A: {c.verdict}"))
+    unit = getattr(c, "unit", "tok/s")
+    what = "Time to first token" if unit == "ms" else "Decode tok/s"
+    paired = getattr(c, "method", "") == "interleaved blocks"
+    titles = ((f"{what}, mean of each block", f"Each pair's B - A: {c.verdict}") if paired else
+              (f"{what} per request", f"Bootstrap of B - A: {c.verdict}"))
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55], subplot_titles=titles)
     for side, run, rates in (("A", c.a, c.rates_a), ("B", c.b, c.rates_b)):
         fig.add_trace(go.Box(y=rates, x=[side] * len(rates), name=f"{side}: {run}", boxpoints="all", jitter=0.4,
                              pointpos=0, boxmean=True,
-                             hovertemplate=f"{side}: {html.escape(str(run))}<br>%{{y:.2f}} tok/s<extra></extra>"),
+                             hovertemplate=f"{side}: {html.escape(str(run))}<br>%{{y:.2f}} {unit}<extra></extra>"),
                       row=1, col=1)
-    fig.add_trace(go.Histogram(x=c.boot_diffs, nbinsx=60, name="B - A", marker_color="#7f7f7f",
+    fig.add_trace(go.Histogram(x=c.boot_diffs, nbinsx=12 if paired else 60, name="B - A", marker_color="#7f7f7f",
                                showlegend=False), row=1, col=2)
+    floor = getattr(c, "noise_floor", None)
+    if floor:
+        fig.add_vrect(x0=-floor, x1=floor, fillcolor="#bbbbbb", opacity=0.25, line_width=0, row=1, col=2,
+                      annotation_text="noise floor", annotation_position="top left")
     for x, dash in ((c.ci_low, "dash"), (c.ci_high, "dash"), (c.diff, "solid")):
         fig.add_vline(x=x, line_dash=dash, line_color="black", row=1, col=2)
     fig.add_vline(x=0, line_color=_FAILED, row=1, col=2)
     fig.update_layout(template="plotly_white", showlegend=True, height=420,
                       legend={"orientation": "h", "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top"},
                       margin={"b": 90},
-                      title=f"B - A = {c.diff:+.3f} tok/s ({c.rel_diff:+.2%}), "
+                      title=f"B - A = {c.diff:+.3f} {unit} ({c.rel_diff:+.2%}), "
                             f"{c.confidence:.0%} CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]")
     fig.update_xaxes(type="category", tickangle=0, row=1, col=1)
-    fig.update_yaxes(title_text="tok/s", row=1, col=1)
-    fig.update_xaxes(title_text="B - A, tok/s", row=1, col=2)
+    fig.update_yaxes(title_text=unit, row=1, col=1)
+    fig.update_xaxes(title_text=f"B - A, {unit}", row=1, col=2)
+    return fig
+
+
+_SWEEP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
+
+
+def sweep_fronts(sweeps: dict, *, fronts: dict | None = None, title: str = "") -> Any:
+    """One or more sweeps side by side. Left: per-request decode tok/s (y) against total output tok/s (x), each
+    point labelled by its concurrency, the Pareto front of each sweep drawn as a line through its points.
+    Right: time to first token against concurrency (mean, and p90 dotted).
+
+    ``sweeps`` maps a name to a kit.bench Sweep (anything with ``points`` of ``concurrency``,
+    ``per_request_tok_s``, ``total_tok_s``, ``ttft_mean_ms``, ``ttft_p90_ms``); ``fronts`` maps the same
+    names to the points on each one's front."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45],
+                        subplot_titles=("Decode tok/s per request against total (labels: concurrency)",
+                                        "Time to first token"))
+    levels: set[int] = set()
+    for n, (name, sweep) in enumerate(sweeps.items()):
+        colour = _SWEEP_COLOURS[n % len(_SWEEP_COLOURS)]
+        rated = [p for p in sweep.points if p.per_request_tok_s is not None and p.total_tok_s is not None]
+        fig.add_trace(go.Scatter(
+            x=[p.total_tok_s for p in rated], y=[p.per_request_tok_s for p in rated], mode="markers+text",
+            text=[f"c={p.concurrency}" for p in rated], textposition="top center", name=str(name),
+            legendgroup=str(name), marker={"color": colour, "size": 9},
+            hovertemplate=f"{html.escape(str(name))}<br>%{{text}}<br>total %{{x:.1f}} tok/s<br>"
+                          "per request %{y:.2f} tok/s<extra></extra>"), row=1, col=1)
+        front = sorted((fronts or {}).get(name, []), key=lambda p: p.total_tok_s)
+        if len(front) > 1:
+            fig.add_trace(go.Scatter(x=[p.total_tok_s for p in front], y=[p.per_request_tok_s for p in front],
+                                     mode="lines", line={"color": colour, "dash": "dot"},
+                                     name=f"{name}: Pareto front", legendgroup=str(name), hoverinfo="skip"),
+                          row=1, col=1)
+        timed = [p for p in sweep.points if p.ttft_mean_ms is not None]
+        levels.update(p.concurrency for p in sweep.points)
+        fig.add_trace(go.Scatter(x=[p.concurrency for p in timed], y=[p.ttft_mean_ms for p in timed],
+                                 mode="lines+markers", name=f"{name}: mean", legendgroup=str(name),
+                                 line={"color": colour}, showlegend=False,
+                                 hovertemplate="c=%{x}: mean %{y:.1f} ms<extra></extra>"), row=1, col=2)
+        fig.add_trace(go.Scatter(x=[p.concurrency for p in timed], y=[p.ttft_p90_ms for p in timed],
+                                 mode="lines", name=f"{name}: p90", legendgroup=str(name),
+                                 line={"color": colour, "dash": "dot"}, showlegend=False,
+                                 hovertemplate="c=%{x}: p90 %{y:.1f} ms<extra></extra>"), row=1, col=2)
+    fig.update_xaxes(title_text="total output tok/s", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="decode tok/s per request", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="concurrency (dotted: p90)", type="log", tickvals=sorted(levels),
+                     ticktext=[str(c) for c in sorted(levels)], row=1, col=2)
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=2)
+    fig.update_layout(template="plotly_white", height=460, title=title or "Sweep: per request and in all",
+                      legend={"orientation": "h", "x": 0, "y": -0.2, "xanchor": "left", "yanchor": "top"},
+                      margin={"b": 90})
     return fig
 
 

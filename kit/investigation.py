@@ -27,6 +27,7 @@ from .validation import (
     StepResult,
     Validation,
     describe_plan,
+    fix_front,
     fix_plan,
     measure,
     prediction_holds,
@@ -36,7 +37,8 @@ from .validation import (
 )
 
 __all__ = ["FixStep", "StepResult", "Symptom", "Validation", "WhatDiffers", "baseline_launch", "compare_launch",
-           "describe_plan", "differences_that_matter", "dryrun_crosscheck", "evidence_lines", "fix_plan", "measure",
+           "describe_plan", "differences_that_matter", "dryrun_crosscheck", "evidence_lines", "fix_front", "fix_plan",
+           "measure",
            "prediction_holds",
            "relaunch", "rule_source", "symptom", "validate", "way_out", "what_differs", "where_it_pays",
            "why_it_fired"]

@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._paths import runs_dir
+from ._paths import runs_dir, write_json
 from .display import pre
 from .errors import HostError
 
-__all__ = ["FixStep", "StepResult", "Validation", "describe_plan", "fix_plan", "measure", "prediction_holds",
-           "relaunch", "validate", "where_it_pays"]
+__all__ = ["FixStep", "StepResult", "Validation", "describe_plan", "fix_front", "fix_plan", "measure",
+           "prediction_holds", "relaunch", "validate", "where_it_pays"]
 
 
 def measure(host, server, *, requests: int = 8, max_tokens: int = 128, concurrency: int = 1,
-            progress: Any = "auto", out: str | None = None, label: str | None = None):
+            progress: Any = "auto", out: str | None = None, label: str | None = None, warmup: int = 1,
+            seed: int = 0):
     """A benchmark of ``server`` (kit.bench.bench through its host: a forward when remote)."""
     from .bench import bench
 
@@ -32,7 +33,7 @@ def measure(host, server, *, requests: int = 8, max_tokens: int = 128, concurren
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = str(runs_dir() / f"{label or 'run'}-{stamp}-{os.getpid()}-{server.port}.jsonl")
     return bench(host, port=server.port, requests=requests, max_tokens=max_tokens, concurrency=concurrency,
-                 warmup=1, progress=progress, out=out)
+                 warmup=warmup, progress=progress, out=out, seed=seed)
 
 
 
@@ -137,6 +138,7 @@ class StepResult:
     vs_previous: Any = None  # kit.bench.Comparison of decode tok/s
     ttft_ms: float | None = None  # mean time to first token
     ttft_vs_previous: Any = None  # kit.bench.Comparison of time to first token
+    blocks: Any = None  # kit.bench.Interleaved: the blocks behind both comparisons (interleaved validation)
 
 
 @dataclass
@@ -177,6 +179,13 @@ class Validation:
         first = self.results[0]
         lines = [f"Before: {_rate(self.before)} per request, time to first token {_ms(first.ttft_ms)} "
                  f"(means of {first.run.totals['ok']} requests)."]
+        blocks = [r.blocks for r in self.results if r.blocks is not None]
+        if blocks:
+            lines.append(f"Each step was measured against the launch before it in interleaved blocks (A, then AB BA "
+                         f"...; {sum(len(b.blocks) for b in blocks)} blocks, "
+                         f"{sum(b.relaunches for b in blocks)} relaunches, {sum(b.seconds for b in blocks):.0f} s): "
+                         "the intervals are over the pairs of blocks, and a difference within the noise floor of "
+                         "the launch against itself is no change.")
         for r in self.results[1:]:
             lines.append(f"+ {r.step.title} ({_step_label(r.step)}): {_effect(r)}.")
             if r.step.predicted:
@@ -231,6 +240,7 @@ class Validation:
                           "run": str(r.run.path) if r.run is not None and getattr(r.run, "path", None) else None,
                           "vs_previous": c.to_dict() if c is not None else None,
                           "ttft_vs_previous": t.to_dict() if t is not None else None,
+                          "blocks": r.blocks.to_dict() if r.blocks is not None else None,
                           "effect": _effect(r) if c is not None else None})
         return {"target": self.target, "applied": self.applied, "before_tok_s": self.before,
                 "after_tok_s": self.after, "baseline_tok_s": self.baseline_tok_s, "ceiling_tok_s": self.ceiling_tok_s,
@@ -241,10 +251,7 @@ class Validation:
                 "steps": steps, "conclusion": self.conclusion()}
 
     def save(self, path: str | os.PathLike) -> Path:
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(self.to_dict(), indent=2, default=str) + "\n")
-        return out
+        return write_json(path, self.to_dict())
 
     def plot(self):
         from .display import steps_chart
@@ -291,12 +298,18 @@ def _word(verdict: str, better: str, worse: str) -> str:
 
 def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 8, max_tokens: int = 128,
              apply_fix: bool = False, baseline_tok_s: float | None = None, progress: Any = "auto",
-             say: Callable[[str], None] = print, diagnosis=None) -> Validation:
-    """Bench the launch as found, then relaunch with each step and bench again, comparing each with
-    the one before (bootstrap CI, decode tok/s and time to first token). The lab is relaunched with
-    `Lab.restart`; a real server only when ``apply_fix`` is True (otherwise each step's command is
-    printed and nothing is run). ``diagnosis`` (the doctor's) gives what else to check when the
-    fixes leave a gap to the baseline."""
+             say: Callable[[str], None] = print, diagnosis=None, interleave: bool = True, pairs: int = 3,
+             max_pairs: int = 6, budget_s: float | None = None) -> Validation:
+    """Measure each step of the plan against the launch before it, on decode tok/s and time to first token.
+
+    With ``interleave`` (the default), each step is compared in interleaved blocks
+    (kit.bench.interleaved): the launch before it and the step's launch take turns, relaunched between
+    blocks (AB BA AB ...), ``pairs`` pairs at least and ``max_pairs`` at most (as the first pairs'
+    noise asks, within ``budget_s`` seconds per step), each block a third of ``requests``; the interval
+    is over the pairs, with an A/A noise floor. Without it: one run per launch, one after the other,
+    and a bootstrap over their requests. The lab is relaunched with `Lab.restart`; a real server only
+    when ``apply_fix`` is True (otherwise each step's command is printed and nothing is run).
+    ``diagnosis`` (the doctor's) gives what else to check when the fixes leave a gap to the baseline."""
     from .bench import compare
     from .target import resolve_server
 
@@ -315,6 +328,17 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
                           unfixable=unfixable)
     lab = _lab_of(host, server)
     notes = []
+    if interleave and (lab is not None or apply_fix):
+        for step in plan:
+            say(f"{step.title}:\n  {_prefix(server)}{shlex.join(step.flags)}")
+        results, notes, server = _interleaved_steps(host, target, server, lab, plan, requests=requests,
+                                                    max_tokens=max_tokens, pairs=pairs, max_pairs=max_pairs,
+                                                    budget_s=budget_s, say=say)
+        accept = next((r.run.totals.get("accept_length") for r in reversed(results)
+                       if r.run.totals.get("accept_length")), None)
+        return Validation(target, results, baseline_tok_s, _ceiling(host, server, accept), True,
+                          list(dict.fromkeys(notes)), open_questions=questions, planned=len(plan),
+                          not_applicable=idle)
     if lab is not None or apply_fix:
         # Every step starts from an empty prefix cache: a relaunch empties it, so a first run against a
         # cache warmed by earlier benchmarks would read a lower time to first token than any step can.
@@ -348,6 +372,71 @@ def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 
     ceiling = _ceiling(host, server, accept)
     return Validation(target, results, baseline_tok_s, ceiling, True, list(dict.fromkeys(notes)),
                       open_questions=questions, planned=len(plan), not_applicable=idle)
+
+
+def _interleaved_steps(host, target: str, server, lab, plan: list[FixStep], *, requests: int, max_tokens: int,
+                       pairs: int, max_pairs: int, budget_s: float | None, say: Callable[[str], None]):
+    """Each step against the launch before it, in interleaved blocks; the launch is changed only when the
+    next block's arm differs from the one running. Returns (results, notes, the server as left)."""
+    from .bench import Arm, interleaved
+    from .server_args import server_flags
+    from .target import resolve_server
+
+    block = max(2, requests // 3)
+    notes: list[str] = list(_flush_cache(server))
+    state = {"server": server, "launch": (tuple(server_flags(server.argv)), ()), "fresh": True, "seed": 0}
+
+    def prepare(flags: list[str], machine: list[str]) -> Callable[[], None]:
+        def go() -> None:
+            if state["launch"] == (tuple(flags), tuple(machine)):
+                return
+            if lab is not None:
+                lab.restart(flags=list(flags), machine=tuple(machine))
+            else:
+                notes.extend(n for n in [relaunch(host, state["server"], list(flags)).get("note")] if n)
+            state["server"] = resolve_server(host, target, port=state["server"].port)
+            state["launch"], state["fresh"] = (tuple(flags), tuple(machine)), True
+        return go
+
+    def measured(runs: dict, label: str):
+        state["seed"] += 1  # new prompts for every block: none finds its prompts in a cache an earlier one warmed
+        run = measure(host, state["server"], requests=block, max_tokens=max_tokens, progress=None, label=label,
+                      warmup=1 if state["fresh"] else 0, seed=state["seed"])
+        state["fresh"] = False
+        runs[label] = run
+        return run
+
+    results: list[StepResult] = []
+    before_flags, before_machine = list(server_flags(server.argv)), []
+    for step in plan:
+        say(f"{_step_label(step)}: against the launch before it, in interleaved blocks of {block} requests")
+        runs: dict = {}
+        tag = step.finding
+        arm_a = Arm("the launch before", lambda label, r=runs, t=tag: measured(r, f"{t}-{label}"),
+                    prepare(before_flags, before_machine))
+        arm_b = Arm(_step_label(step), lambda label, r=runs, t=tag: measured(r, f"{t}-{label}"),
+                    prepare(step.flags, step.machine))
+        got = interleaved(arm_a, arm_b, pilot=pairs, max_pairs=max(pairs, max_pairs), budget_s=budget_s,
+                          say=lambda text: say(f"  {text}"))
+        side = {s: _merged([runs[k] for k in runs if k.split("-")[-1].startswith(s)]) for s in "AB"}
+        if not results:
+            results.append(StepResult(None, side["A"], got.decode.mean_a if got.decode else None,
+                                      ttft_ms=got.ttft.mean_a if got.ttft else None))
+        results.append(StepResult(step, side["B"], got.decode.mean_b if got.decode else None, got.decode,
+                                  got.ttft.mean_b if got.ttft else None, got.ttft, blocks=got))
+        notes.append(f"{_step_label(step)}: {len(got.blocks)} blocks, {got.relaunches} relaunch(es), "
+                     f"{got.seconds:.0f} s; the machine: {got.machine()}")
+        before_flags, before_machine = list(step.flags), list(step.machine)
+    return results, notes, state["server"]
+
+
+def _merged(runs: list):
+    """One arm's blocks as one run (their requests together), for the per-request plots and totals."""
+    from .bench import BenchRun
+
+    first = runs[0]
+    return BenchRun(first.config, first.url, [r for run in runs for r in run.results], first.started_at,
+                    sum(run.duration_s or 0.0 for run in runs), path=first.path)
 
 
 def _flush_cache(server, timeout: float = 30.0) -> list[str]:
@@ -461,6 +550,34 @@ def where_it_pays(host, target: str, server, *, launch: str = "nospec", requests
     say(describe_plan(plan, diagnosis))
     return validate(host, target, server, plan, requests=requests, max_tokens=max_tokens, progress=progress,
                     say=say, diagnosis=diagnosis)
+
+
+def fix_front(host, target: str, server, plan: list[FixStep], *, concurrencies=(1, 4, 8), requests: int | None = None,
+              max_tokens: int = 64, out_dir: str | os.PathLike | None = None, say: Callable[[str], None] = print):
+    """The lab only: the launch as found and the launch with every fix of ``plan`` (not its checks), each swept
+    across ``concurrencies`` (kit.bench.sweep), and the two fronts compared (kit.bench.compare_sweeps: per-request
+    against total tok/s, time to first token against concurrency). The lab is left on the launch as found.
+    None, said, on a real server or when the plan has no fix."""
+    from .bench import compare_sweeps, sweep
+    from .server_args import server_flags
+
+    lab = _lab_of(host, server)
+    fixes = [step for step in plan if not step.predicted]
+    if lab is None or not fixes:
+        say("no front drawn: " + ("the plan has no fix" if lab is not None else f"{target} is not the lab; sweep your "
+            "launch before and after with `sgl-kit bench sweep URL --concurrency 1,4,8`"))
+        return None
+    found, fixed = list(server_flags(server.argv)), fixes[-1]
+    folder = Path(out_dir) if out_dir else runs_dir() / f"front-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    sweeps = {}
+    for name, flags, machine in (("with the fixes", fixed.flags, fixed.machine), ("as found", found, ())):
+        say(f"sweeping the launch {name} across concurrency {', '.join(map(str, concurrencies))}")
+        lab.restart(flags=list(flags), machine=tuple(machine))
+        server = _resolve(host, target, server.port)
+        sweeps[name] = sweep(host, concurrencies, port=server.port, out_dir=folder / name.replace(" ", "-"),
+                             requests=requests, max_tokens=max_tokens, progress=None, label=name.replace(" ", "-"),
+                             server_metrics_interval=0)
+    return compare_sweeps(sweeps["as found"], sweeps["with the fixes"])
 
 
 def _resolve(host, target: str, port):

@@ -19,7 +19,9 @@
 # %% [markdown]
 # **What you will learn**
 # - how to apply fixes one at a time, so each gets its own measured effect;
-# - how to compare two runs with a bootstrap confidence interval instead of eyeballing two averages;
+# - how to compare two launches in interleaved blocks, with an interval and a noise floor, instead of eyeballing
+#   two averages that a busy machine can flip;
+# - how to see a fix across loads: per-request against total tok/s, as concurrency grows;
 # - how to state a conclusion that the data supports, and only that.
 #
 # **What you need**
@@ -43,6 +45,7 @@ baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no b
 apply_fix: bool = False  # on a real server: True to go on after printing the commands (the lab is always relaunched)
 summary_path: str = ""  # write the validation as JSON here ("" : do not write)
 pays_launch: str = "nospec"  # the lab only: another launch to try the refused fix on ("": skip section 4)
+front_concurrency: str = "1,4,8"  # the lab only: sweep the launch as found and with the fixes at these loads ("": skip)
 case_to: str = "out/case"  # keep the server's evidence here once, as a case to read later offline (08_case; sgl-kit doctor --case) ("": do not)
 share_to: str = ""  # write a shareable report of it here, secrets removed, e.g. "04_fix_and_validate.html" ("": do not)
 
@@ -82,8 +85,13 @@ print(kit.investigation.describe_plan(plan, diagnosis))
 # the commands are printed and nothing is restarted.
 #
 # Each step is compared with the one before, on two numbers: the mean decode tok/s per request and the mean
-# time to first token, each with a 95% bootstrap interval (10,000 resamples of the requests). A verdict needs
-# the interval to exclude zero and the change to exceed 1% of the value. The two numbers answer different
+# time to first token. Two runs measured one after the other put any change in the machine's load between
+# them into the difference, so the two launches take turns instead: a block of the launch before, then pairs of
+# blocks (AB, BA, AB ...), relaunching between them. Each pair's difference is one observation; the 95%
+# interval is Student's t over the pairs, and drift between pairs widens it rather than becoming the result.
+# The launch before is also compared with itself (its consecutive blocks): that is the noise floor, and a
+# difference within it is "no change detectable here", whatever its interval. A verdict also needs the change
+# to exceed 1% of the value. The first three pairs' noise decides how many more to run (at most six here). The two numbers answer different
 # questions: in sglang 0.5.11 speculative verify runs in the decode CUDA graph, so the step count moves decode
 # speed, while the prefill (piecewise) graph covers extend and prefill batches, so it could only move time to
 # first token, and only for the batches its gate lets it replay.
@@ -94,12 +102,15 @@ validation = kit.investigation.validate(host, target, server, plan, requests=req
 validation.plot()
 
 # %% [markdown]
-# Each comparison in detail: both runs side by side, and the bootstrap distribution of the difference with
-# its interval.
+# Each comparison in detail: the blocks of both launches side by side, each pair's difference with the
+# interval and the noise floor shaded, and what the machine was doing during the blocks (its load average and
+# CPU steal).
 
 # %%
 for result in validation.results[1:]:
     display(kit.display.ab_comparison(result.vs_previous))  # noqa: F821 (IPython's display)
+    if result.blocks is not None:
+        print(f"{result.step.title}: {result.blocks.plan}; the machine: {result.blocks.machine()}")
 
 # %% [markdown]
 # ## 3. The conclusion, computed from the runs
@@ -137,6 +148,25 @@ kit.display.Text(validation.conclusion())
 # %%
 if summary_path:
     print(f"written: {validation.save(summary_path)}")
+
+# %% [markdown]
+# ## 3b. The fix across loads
+#
+# One concurrency shows one point. Users weigh a fix by the curve: what each user gets (decode tok/s per
+# request) against what the server gives in all (total output tok/s), as concurrency grows, and the time to
+# first token at each load. On the lab, the launch as found and the launch with every fix are each swept
+# (`kit.bench.sweep`, the same as `sgl-kit bench sweep`), and the two Pareto fronts are compared: the text
+# says where one dominates, computed from the points. The lab is left on the launch as found.
+
+# %%
+front = None
+if front_concurrency:
+    front = kit.investigation.fix_front(host, target, server, plan, max_tokens=max_tokens, requests=max(requests, 8),
+                                    concurrencies=[int(c) for c in front_concurrency.split(",")])
+if front is not None and summary_path:
+    base = summary_path.replace(".json", "")
+    print(f"written: {front.save_html(base + '-front.html')}, {front.save(base + '-front.json')}")
+front.plot() if front is not None else None
 
 # %% [markdown]
 # ## 4. When would the prefill graph pay?

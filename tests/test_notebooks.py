@@ -160,6 +160,15 @@ def test_the_story_runs_every_guided_notebook_in_order(story):
     assert '<a href="case.html">' in (out / "investigation.html").read_text()  # the demo's page links the case's
     assert f"sgl-kit doctor --case {out / 'case'} --compare" in " ".join(printed.split())
     assert "case: captured to " in "\n".join(_outputs(out / "01_symptom.ipynb"))
+    # the fix across loads: two sweeps of the lab, their comparison computed from the sweeps' own run files
+    from kit.bench import compare_sweeps
+
+    front = json.loads((out / "validation-front.json").read_text())
+    assert [v["concurrency"] for v in front["levels"]] == [1, 4, 8]
+    again = compare_sweeps(front["a"]["manifest"], front["b"]["manifest"])
+    assert again.statements == front["statements"] and again.dominates == front["dominates"]
+    assert all(line in " ".join(printed.split()) for line in front["statements"])
+    assert "plotly" in (out / "validation-front.html").read_text()[:2_000_000]
 
 
 @pytest.mark.ssh
@@ -192,24 +201,29 @@ def test_each_notebook_shows_what_it_teaches(story, remote_lab):
 @pytest.mark.slow
 @pytest.mark.timeout(STORY_TIMEOUT)
 def test_the_conclusion_of_04_comes_from_its_runs(story):
-    from kit.bench import BenchRun, compare
+    """Every number of 04's conclusion, computed again from the run files its blocks wrote: each block's
+    mean from its own file, each step's interval from the blocks (kit.bench.interleave.paired_comparison)."""
+    from kit.bench import BenchRun
+    from kit.bench.interleave import Block, paired_comparison
 
     out, _ = story
     data = json.loads((out / "validation.json").read_text())
     conclusion = "\n".join(_outputs(out / "04_fix_and_validate.ipynb"))
-    previous = None
-    for step in data["steps"]:
-        run = BenchRun.load(step["run"])
-        rate = float(run.summary().loc["decode_tok_s", "mean"])  # means: the statistic the differences use
-        assert rate == pytest.approx(step["rate_tok_s"])
-        assert f"{rate:.1f} tok/s" in conclusion
-        if previous is not None:
-            c = compare(previous, run)  # the same bootstrap (seeded): the same interval
-            assert (c.ci_low, c.ci_high) == pytest.approx((step["vs_previous"]["ci_low"], step["vs_previous"]["ci_high"]))
-            assert f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]" in conclusion
-            t = compare(previous, run, metric="ttft_ms")
-            assert t.verdict == step["ttft_vs_previous"]["verdict"] and f"[{t.ci_low:+.0f}, {t.ci_high:+.0f}]" in conclusion
-        previous = run
+    for step in data["steps"][1:]:
+        kept = step["blocks"]
+        blocks = [Block(**b) for b in kept["blocks"]]
+        assert [b.arm for b in blocks][:3] == ["A", "A", "B"] and len(blocks) >= 7
+        for block in blocks:
+            run = BenchRun.load(block.run)
+            assert block.values["decode_tok_s"] == pytest.approx(float(run.summary().loc["decode_tok_s", "mean"]))
+        for metric, key in (("decode_tok_s", "vs_previous"), ("ttft_ms", "ttft_vs_previous")):
+            c = paired_comparison(blocks, metric, a="A", b="B")
+            assert (c.ci_low, c.ci_high, c.verdict) == pytest.approx(
+                (step[key]["ci_low"], step[key]["ci_high"], step[key]["verdict"]))
+        c = paired_comparison(blocks, "decode_tok_s", a="A", b="B")
+        assert step["rate_tok_s"] == pytest.approx(c.mean_b) and f"{c.mean_b:.1f} tok/s" in conclusion
+        assert f"[{c.ci_low:+.1f}, {c.ci_high:+.1f}]" in conclusion
+    assert "in interleaved blocks" in conclusion and "noise floor" in conclusion
     steps = {s["finding"]: s for s in data["steps"][1:]}
     assert steps["speculative-steps-low"]["vs_previous"]["verdict"] == "improved"  # decode speed regained
     assert not steps["speculative-steps-low"]["predicted"]
@@ -275,7 +289,7 @@ def test_a_slower_fix_changes_the_conclusion(tmp_path, monkeypatch):
         papermill.execute_notebook(str(NOTEBOOKS / "04_fix_and_validate.ipynb"), str(out), kernel_name="python3",
                                    progress_bar=False, cwd=str(NOTEBOOKS), execution_timeout=300,
                                    parameters={"requests": 4, "max_tokens": 64, "summary_path": str(summary),
-                                               "pays_launch": ""})
+                                               "pays_launch": "", "front_concurrency": ""})
     finally:
         lab.down()
     data = json.loads(summary.read_text())

@@ -44,9 +44,20 @@ Modules (each imported on first use of one of its names, so ``import kit.bench``
   writer and loader.
 - ``server_pages``: the server's own ``/metrics`` pages, read before, during and after a
   run and kept raw in its run file (``BenchRun.server_pages``) for the doctor to read.
+- ``interleave``: ``interleaved`` (two arms in alternating blocks, Student's t over the pairs,
+  an A/A noise floor, the machine's load per block), ``compare_live`` (two live servers) and
+  ``Interleaved``.
+- ``slo``: ``parse_slo`` (``"ttft=500ms,itl=50ms"``), ``goodput(run, slo)`` -> ``Goodput``: the share
+  of a run's requests that met every objective and how many such requests a second, as AIPerf and
+  GuideLLM define them (their words and addresses are in the module).
+- ``sweeps``: ``sweep(target, [1, 2, 4, 8])`` -> ``Sweep``: one run per concurrency and a manifest,
+  ``sweep.json``; ``Sweep.load``, ``max_load(slo)``, ``plot()``.
+- ``fronts``: ``compare_sweeps(a, b)`` -> ``SweepComparison``: each sweep's Pareto front (per-request
+  against total tok/s) and where one dominates the other, computed from the numbers.
 - ``comparison``: ``Comparison``, ``compare`` and the bootstrap. (Not named ``compare``: a
   submodule of that name, once imported, would replace the ``compare`` function on this
-  package, and ``from kit.bench import compare`` would give the module.)
+  package, and ``from kit.bench import compare`` would give the module; ``slo`` and ``sweeps``
+  are named as they are for the same reason.)
 """
 
 from __future__ import annotations
@@ -61,44 +72,74 @@ if TYPE_CHECKING:
 
     from .comparison import Comparison, compare
     from .config import API_PATHS, DEFAULT_PORT, BenchConfig, RequestResult
+    from .fronts import SweepComparison, compare_sweeps
+    from .interleave import Arm, Interleaved, compare_live, interleaved
     from .load import bench, bench_async, progress_for, resolve_url, run_path, run_sync
     from .results import BenchRun
+    from .slo import SLO, Goodput, goodput, parse_slo
+    from .sweeps import MaxLoad, Sweep, sweep
 
 __all__ = [
     "API_PATHS",
+    "Arm",
+    "Interleaved",
+    "compare_live",
+    "interleaved",
     "BenchConfig",
     "BenchError",
     "BenchRun",
     "Comparison",
     "DEFAULT_PORT",
+    "Goodput",
+    "MaxLoad",
     "RequestResult",
+    "SLO",
+    "Sweep",
+    "SweepComparison",
     "bench",
     "bench_async",
     "compare",
+    "compare_sweeps",
     "describe_endpoint",
+    "goodput",
+    "parse_slo",
     "progress_for",
     "resolve_url",
     "run_path",
     "run_sync",
+    "sweep",
 ]
 
 # Where each public name lives; the module is imported when the name is first used.
 _HOMES = {
+    "Arm": "kit.bench.interleave",
+    "Interleaved": "kit.bench.interleave",
+    "compare_live": "kit.bench.interleave",
+    "interleaved": "kit.bench.interleave",
     "API_PATHS": "kit.bench.config",
     "BenchConfig": "kit.bench.config",
     "BenchError": "kit.errors",
     "BenchRun": "kit.bench.results",
     "Comparison": "kit.bench.comparison",
     "DEFAULT_PORT": "kit.bench.config",
+    "Goodput": "kit.bench.slo",
+    "MaxLoad": "kit.bench.sweeps",
     "RequestResult": "kit.bench.config",
+    "SLO": "kit.bench.slo",
+    "Sweep": "kit.bench.sweeps",
+    "SweepComparison": "kit.bench.fronts",
     "bench": "kit.bench.load",
     "bench_async": "kit.bench.load",
     "compare": "kit.bench.comparison",
+    "compare_sweeps": "kit.bench.fronts",
     "describe_endpoint": "kit.bench.load",
+    "goodput": "kit.bench.slo",
+    "parse_slo": "kit.bench.slo",
     "progress_for": "kit.bench.load",
     "resolve_url": "kit.bench.load",
     "run_path": "kit.bench.load",
     "run_sync": "kit.bench.load",
+    "sweep": "kit.bench.sweeps",
 }
 
 

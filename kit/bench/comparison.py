@@ -11,7 +11,7 @@ from kit.errors import BenchError
 
 from .results import BenchRun
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["SEQUENTIAL_NOTE", "Comparison", "compare"]
 
 
 @dataclass
@@ -36,6 +36,13 @@ class Comparison:
     rates_b: list = field(default_factory=list, repr=False)
     boot_diffs: list = field(default_factory=list, repr=False)
     metric: str = "decode_tok_s"  # or "ttft_ms": time to first token, where lower is better
+    # "sequential runs": two runs one after the other, a bootstrap over their requests; "interleaved blocks":
+    # kit/bench/interleave.py, Student's t over paired blocks (rates_a/rates_b are then block means,
+    # boot_diffs the pairs' differences)
+    method: str = "sequential runs"
+    noise_floor: float | None = None  # the A/A floor (interleaved blocks only)
+    pairs: int | None = None
+    notes: list = field(default_factory=list)
 
     @property
     def unit(self) -> str:
@@ -49,17 +56,21 @@ class Comparison:
         d = asdict(self)
         for key in ("rates_a", "rates_b", "boot_diffs"):
             d.pop(key)
+        if self.method == "interleaved blocks":
+            d["block_means_a"], d["block_means_b"], d["pair_diffs"] = self.rates_a, self.rates_b, self.boot_diffs
         d["rel_diff"] = self.rel_diff
         return d
 
     def to_text(self) -> str:
         pct = self.confidence * 100
         u = self.unit
-        return (f"A {self.a}: {self.mean_a:.3f} {u} (n={self.n_a})\n"
-                f"B {self.b}: {self.mean_b:.3f} {u} (n={self.n_b})\n"
+        what = "blocks" if self.method == "interleaved blocks" else "n"
+        text = (f"A {self.a}: {self.mean_a:.3f} {u} ({what}={self.n_a})\n"
+                f"B {self.b}: {self.mean_b:.3f} {u} ({what}={self.n_b})\n"
                 f"B - A: {self.diff:+.3f} {u} ({self.rel_diff:+.2%}), {pct:g}% CI "
                 f"[{self.ci_low:+.3f}, {self.ci_high:+.3f}]\n"
                 f"verdict: {self.verdict} ({self.reason})")
+        return "\n".join([text, *self.notes])
 
     def plot(self):
         from kit.display import ab_comparison
@@ -111,7 +122,14 @@ def compare(a: BenchRun | str | os.PathLike, b: BenchRun | str | os.PathLike, *,
                                lower_is_better=metric == "ttft_ms")
     return Comparison(run_a.name, run_b.name, int(rates_a.size), int(rates_b.size), float(rates_a.mean()),
                       float(rates_b.mean()), diff, float(low), float(high), confidence, verdict, reason,
-                      min_effect, resamples, rates_a.tolist(), rates_b.tolist(), diffs.tolist(), metric)
+                      min_effect, resamples, rates_a.tolist(), rates_b.tolist(), diffs.tolist(), metric,
+                      notes=[SEQUENTIAL_NOTE])
+
+
+# What a comparison of two finished runs cannot tell apart, said with each one.
+SEQUENTIAL_NOTE = ("(two runs measured one after the other: a change in the machine's load between them reads as a "
+                   "difference; to compare live servers in interleaved blocks, with a noise floor: "
+                   "sgl-kit bench compare URL_A URL_B)")
 
 
 def _bootstrap_diffs(a, b, resamples: int, rng):
