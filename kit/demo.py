@@ -58,7 +58,7 @@ def story(console, target: str, out: Path, requests: int, max_tokens: int, ssh_c
     for name in NOTEBOOKS:
         source = notebooks / f"{name}.ipynb"
         params = papermill.inspect_notebook(str(source))
-        values = {"target": target, "requests": requests, "max_tokens": max_tokens,
+        values = {"target": target, "requests": requests, "max_tokens": max_tokens, "max_pairs": 3,
                   "summary_path": str(summary_path.resolve()), "server_port": port,
                   "share_to": str((out / f"{name}.html").resolve()),
                   # the server's case, kept by 01 (02-04 find the same server); 05 relaunches the lab on the
@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="lab", help="story: where the server is (default: lab); "
                                                        "source: where to lay out the tree (default: local)")
     parser.add_argument("--out", default=str(ROOT / "out"), help="story: where the executed notebooks go (out/)")
-    parser.add_argument("--requests", type=int, default=6, help="story: requests per benchmark (default 6)")
+    parser.add_argument("--requests", type=int, default=4, help="story: requests per benchmark (default 4)")
     parser.add_argument("--max-tokens", type=int, default=48, help="story: tokens per request (default 48)")
     parser.add_argument("--ssh-config", default=None, help="story: ssh config for an SSH target")
     parser.add_argument("--port", type=int, default=0,

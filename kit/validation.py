@@ -293,7 +293,7 @@ def _effect(r: StepResult) -> str:
 
 
 def _word(verdict: str, better: str, worse: str) -> str:
-    return {"improved": better, "regressed": worse}.get(verdict, "no significant change")
+    return {"improved": better, "regressed": worse}.get(verdict, verdict or "no significant change")
 
 
 def validate(host, target: str, server, plan: list[FixStep], *, requests: int = 8, max_tokens: int = 128,
@@ -525,7 +525,7 @@ def _ceiling(host, server, accept: float | None) -> float | None:
 
 
 def where_it_pays(host, target: str, server, *, launch: str = "nospec", requests: int = 8, max_tokens: int = 128,
-                  progress: Any = "auto", say: Callable[[str], None] = print) -> Validation | None:
+                  progress: Any = "auto", say: Callable[[str], None] = print, max_pairs: int = 6) -> Validation | None:
     """The lab only: the doctor and the same plan on another of its launches (``launch``, e.g. the
     incident's without speculative decoding), where sglang's gate may let a refused fix pay. The doctor
     there predicts it from the source; the run measures it. None on a real server (said, not done)."""
@@ -549,7 +549,7 @@ def where_it_pays(host, target: str, server, *, launch: str = "nospec", requests
     plan = fix_plan(diagnosis, server)
     say(describe_plan(plan, diagnosis))
     return validate(host, target, server, plan, requests=requests, max_tokens=max_tokens, progress=progress,
-                    say=say, diagnosis=diagnosis)
+                    say=say, diagnosis=diagnosis, max_pairs=max_pairs)
 
 
 def fix_front(host, target: str, server, plan: list[FixStep], *, concurrencies=(1, 4, 8), requests: int | None = None,

@@ -39,7 +39,8 @@ trust_new_host: bool = False  # accept an SSH host key seen for the first time (
 server_port: int = 0  # the server's HTTP port, when the box runs several servers (0: the lab's, or the only one)
 lab_launch: str = "new"  # the lab only: the launch this notebook teaches from, restarted to if another runs ("": keep it)
 lab_scenario: str = ""  # the lab only: its scenario, e.g. "p2p-pcie" (PCIe GPUs without P2P); "": keep the running one
-requests: int = 8  # measured requests per step, one at a time
+requests: int = 8  # measured requests per step, one at a time (a third of them per block when interleaved)
+max_pairs: int = 6  # at most this many pairs of interleaved blocks per step (3 at least; more when the first are noisy)
 max_tokens: int = 128  # output tokens per request
 baseline_tok_s: float = 70.0  # what the server used to do, per request (0: no baseline)
 apply_fix: bool = False  # on a real server: True to go on after printing the commands (the lab is always relaunched)
@@ -98,7 +99,8 @@ print(kit.investigation.describe_plan(plan, diagnosis))
 
 # %%
 validation = kit.investigation.validate(host, target, server, plan, requests=requests, max_tokens=max_tokens,
-                                    apply_fix=apply_fix, baseline_tok_s=baseline_tok_s or None, diagnosis=diagnosis)
+                                    apply_fix=apply_fix, baseline_tok_s=baseline_tok_s or None, diagnosis=diagnosis,
+                                    max_pairs=max_pairs)
 validation.plot()
 
 # %% [markdown]
@@ -125,7 +127,7 @@ for result in validation.results[1:]:
 # deployment, 35-40 on the new launch and 50-57 with 3 steps restored, and nothing after the prefill-graph fix.
 # The lab follows sglang's mechanisms, and reads from 0.5.11's source, when it starts, whether the prefill
 # graph's gate lets a prefill batch replay it. Under EAGLE it does not, so the enforced graph changes nothing
-# in the lab either: the check's "no significant change" is the prediction and the lab agreeing, read from the
+# in the lab either: the check's "no change detectable here" is the prediction and the lab agreeing, read from the
 # same source; on a real GPU server it is a measurement. That is a validated negative: the flag costs capture
 # time and memory and buys nothing here, and the write-up's author ended on it.
 #
@@ -161,7 +163,8 @@ if summary_path:
 # %%
 front = None
 if front_concurrency:
-    front = kit.investigation.fix_front(host, target, server, plan, max_tokens=max_tokens, requests=max(requests, 8),
+    front = kit.investigation.fix_front(host, target, server, plan, max_tokens=min(max_tokens, 24),
+                                    requests=max(requests, 8),
                                     concurrencies=[int(c) for c in front_concurrency.split(",")])
 if front is not None and summary_path:
     base = summary_path.replace(".json", "")
@@ -186,8 +189,9 @@ front.plot() if front is not None else None
 # %%
 pays = None
 if pays_launch:
+    # the question here is time to first token: short outputs are enough
     pays = kit.investigation.where_it_pays(host, target, server, launch=pays_launch, requests=requests,
-                                       max_tokens=max_tokens)
+                                       max_tokens=min(max_tokens, 16), max_pairs=max_pairs)
 if pays is not None and summary_path:
     print(f"written: {pays.save(summary_path.replace('.json', '') + '-' + pays_launch + '.json')}")
 kit.display.Text(pays.conclusion() if pays is not None else "")

@@ -49,8 +49,11 @@ class Burner:
         self.set(False)
 
 
-def schedule(seed: int, blocks: int) -> list[bool]:
-    """The burner's state before each block: it changes at about half the block boundaries."""
+def schedule(seed: int, blocks: int, *, alternate: bool = False) -> list[bool]:
+    """The burner's state before each block: it changes at about half the block boundaries (drawn from
+    ``seed``), or, with ``alternate``, at every one (on for every other block, from the second)."""
+    if alternate:
+        return [k % 2 == 1 for k in range(blocks)]
     rng = random.Random(seed)
     state, out = rng.random() < 0.5, []
     for _ in range(blocks):
@@ -72,20 +75,25 @@ class Trial:
         return [m for m, v in (("decode", self.decode), ("ttft", self.ttft)) if v in FALSE]
 
 
-def interleaved_trial(url_a: str, url_b: str, seed: int, out: Path, burner: Burner, *, requests: int = 3,
-                      max_tokens: int = 16, input_len: int = 32, **options) -> tuple[Trial, object]:
-    plan = schedule(seed, 64)
+def interleaved_trial(url_a: str, url_b: str, seed: int, out: Path, burner: Burner | None, *, requests: int = 3,
+                      max_tokens: int = 16, input_len: int = 32, alternate: bool = False,
+                      **options) -> tuple[Trial, object]:
+    """One comparison in interleaved blocks, the burner set before each block by the schedule (no burner:
+    a quiet machine)."""
+    plan = schedule(seed, 64, alternate=alternate) if burner is not None else [False] * 64
     seen = []
 
     def between(k: int) -> None:
-        burner.set(plan[k])
+        if burner is not None:
+            burner.set(plan[k])
         seen.append(plan[k])
 
     # No warm-up request per block: both arms are servers that keep running (nothing is relaunched).
     cfg = BenchConfig(requests=requests, max_tokens=max_tokens, input_len=input_len, warmup=0, seed=seed * 1000,
                       server_metrics_interval=0)
     result = compare_live(url_a, url_b, config=cfg, out_dir=out, between=between, **options)
-    burner.set(False)
+    if burner is not None:
+        burner.set(False)
     return Trial("interleaved", _word(result.decode), _word(result.ttft), seen), result
 
 

@@ -22,15 +22,19 @@ def register(sub) -> None:
         usage="sgl-kit bench TARGET_OR_URL [--api native|openai|completions] [--concurrency N] [--requests M] "
               "[--max-tokens K] [--slo SLO] [--out FILE] [--json]\n"
               "       sgl-kit bench sweep TARGET_OR_URL --concurrency 1,2,4,8 [--slo ttft=500ms,itl=50ms] "
-              "[--slo-fraction 0.9] [--out DIR] [--json]\n       sgl-kit bench compare A.jsonl B.jsonl [--json]",
+              "[--slo-fraction 0.9] [--out DIR] [--json]\n       sgl-kit bench compare A.jsonl B.jsonl [--json]\n"
+              "       sgl-kit bench compare URL_A URL_B [--block-requests N] [--max-pairs N] [--budget S] [--out DIR]",
         description="Stream requests to an SGLang server and measure per-request decode tok/s, time to first "
                     "token, latency between tokens (per token and per chunk) and speculative accept length, "
                     "with token counts from the server. TARGET_OR_URL is http://host:port, `lab` (the lab's server, "
                     "wherever it runs), `local`, or an SSH target (the server port, --port, is forwarded). Each "
                     "finished request is appended to the run file (default runs/bench-*.jsonl), so Ctrl-C keeps "
                     "what finished. A request whose decode tokens all arrived at once has no decode rate and is "
-                    "named, not averaged in. `bench compare A B` gives B - A in mean decode "
-                    "tok/s with a bootstrap 95% confidence interval and a verdict. `bench sweep` runs once per "
+                    "named, not averaged in. `bench compare A B` of two live servers (URLs or targets) measures "
+                    "them in interleaved blocks (A, then AB BA ...) and gives B - A in decode tok/s and time to "
+                    "first token with Student's t interval over the pairs and a noise floor from A against itself; "
+                    "of two run files, B - A with a bootstrap 95% interval over their requests (which cannot tell "
+                    "a change in the machine from one in the server). `bench sweep` runs once per "
                     "concurrency (one run file each and a manifest, sweep.json, in --out DIR) and prints per-request "
                     "and total tok/s and time to first token at each; `bench compare` of two sweep directories says "
                     "where one dominates the other.")
