@@ -383,8 +383,8 @@ def _interleaved_steps(host, target: str, server, lab, plan: list[FixStep], *, r
     from .target import resolve_server
 
     block = max(2, requests // 3)
-    notes: list[str] = list(_flush_cache(server))
-    state = {"server": server, "launch": (tuple(server_flags(server.argv)), ()), "fresh": True, "seed": 0}
+    notes: list[str] = []
+    state = {"server": server, "launch": (tuple(server_flags(server.argv)), ()), "fresh": True}
 
     def prepare(flags: list[str], machine: list[str]) -> Callable[[], None]:
         def go() -> None:
@@ -399,9 +399,11 @@ def _interleaved_steps(host, target: str, server, lab, plan: list[FixStep], *, r
         return go
 
     def measured(runs: dict, label: str):
-        state["seed"] += 1  # new prompts for every block: none finds its prompts in a cache an earlier one warmed
+        # Every block sends the same prompts to an emptied prefix cache: the same prompt lengths (so the same
+        # prefill shapes) in both arms, and no block finds its prompts in a cache an earlier one warmed.
+        notes.extend(_flush_cache(state["server"]))
         run = measure(host, state["server"], requests=block, max_tokens=max_tokens, progress=None, label=label,
-                      warmup=1 if state["fresh"] else 0, seed=state["seed"])
+                      warmup=1 if state["fresh"] else 0)
         state["fresh"] = False
         runs[label] = run
         return run

@@ -230,3 +230,10 @@ def test_real_server_a_over_a_under_a_burner_gives_no_verdict_and_the_slower_lau
     _, result = interleaved_trial(url, chunked, 7, tmp_path / "diff", None, requests=2, max_tokens=4, input_len=200)
     assert sum(bool(t.false_verdicts) for t in trials) <= 1, [t.false_verdicts for t in trials]
     assert result.ttft.verdict == "regressed", result.to_text()
+
+
+def test_cli_compare_of_live_servers_refuses_too_few_pairs_before_measuring(tmp_path, capsys):
+    code = main(["bench", "compare", "http://127.0.0.1:1", "http://127.0.0.1:1", "--max-pairs", "2",
+                 "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--max-pairs 2: at least 3" in err and not (tmp_path / "c").exists()

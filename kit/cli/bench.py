@@ -194,6 +194,12 @@ def _compare_live(args) -> int:
     """Two live servers, measured in interleaved blocks (kit.bench.compare_live), with progress on stderr."""
     from kit.bench import compare_live
 
+    if args.max_pairs < 3:
+        raise BenchError(f"--max-pairs {args.max_pairs}: at least 3 (the first three pairs are the pilot whose noise "
+                         "plans the rest)", hint="leave it out (10), or give 3 or more")
+    if args.block_requests < 1:
+        raise BenchError(f"--block-requests {args.block_requests}: at least 1", hint="leave it out (4)")
+
     def say(text: str) -> None:
         if not args.json:
             sys.stderr.write(f"  {text}\n")
