@@ -76,7 +76,7 @@ def machine_load() -> dict:
     share between two readings), from /proc; {} where /proc does not have them."""
     out: dict = {"cpus": os.cpu_count() or 1}
     try:
-        out["load1"] = float(open("/proc/loadavg").read().split()[0])
+        out["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
         with open("/proc/stat") as fh:
             cpu = [int(x) for x in fh.readline().split()[1:]]
         out["cpu_total"], out["cpu_steal"] = sum(cpu[:8]), (cpu[7] if len(cpu) > 7 else 0)
@@ -108,10 +108,7 @@ def paired_comparison(blocks: list[Block], metric: str, *, a: str, b: str, confi
     import numpy as np
 
     lower_is_better = metric == "ttft_ms"
-    pairs: dict[int, dict] = {}
-    for blk in blocks:
-        if blk.pair > 0 and blk.values.get(metric) is not None:
-            pairs.setdefault(blk.pair, {})[blk.arm] = blk.values[metric]
+    pairs = _pairs(blocks, metric)
     diffs = np.asarray([p["B"] - p["A"] for _, p in sorted(pairs.items()) if "A" in p and "B" in p])
     a_means = [blk.values[metric] for blk in sorted(blocks, key=lambda x: x.started)
                if blk.arm == "A" and blk.values.get(metric) is not None]
@@ -298,8 +295,9 @@ def interleaved(arm_a: Arm, arm_b: Arm, *, pilot: int = 3, max_pairs: int = 10, 
     run_block("A", 0)
     for pair in range(1, pilot + 1):
         run_pair(pair)
-    pilot_diffs = [d for d in _pair_diffs(blocks, "decode_tok_s")] or [d for d in _pair_diffs(blocks, "ttft_ms")]
+    # the pilot's noise in decode tok/s, or in time to first token where no block had a decode rate
     metric = "decode_tok_s" if _pair_diffs(blocks, "decode_tok_s") else "ttft_ms"
+    pilot_diffs = _pair_diffs(blocks, metric)
     mean_a = _mean([blk.values.get(metric) for blk in blocks if blk.arm == "A"])
     spent = time.monotonic() - t0
     pairs, why = plan_pairs(pilot_diffs, mean_a or 0.0, confidence=confidence, resolution=resolution,
@@ -361,12 +359,17 @@ def _block_values(run) -> dict:
     return out
 
 
-def _pair_diffs(blocks: list[Block], metric: str) -> list[float]:
+def _pairs(blocks: list[Block], metric: str) -> dict[int, dict]:
+    """Each pair's block means by arm ({pair: {"A": mean, "B": mean}}); the extra A block (pair 0) left out."""
     pairs: dict[int, dict] = {}
     for blk in blocks:
         if blk.pair > 0 and blk.values.get(metric) is not None:
             pairs.setdefault(blk.pair, {})[blk.arm] = blk.values[metric]
-    return [p["B"] - p["A"] for _, p in sorted(pairs.items()) if "A" in p and "B" in p]
+    return pairs
+
+
+def _pair_diffs(blocks: list[Block], metric: str) -> list[float]:
+    return [p["B"] - p["A"] for _, p in sorted(_pairs(blocks, metric).items()) if "A" in p and "B" in p]
 
 
 def _mean(values) -> float | None:
