@@ -171,6 +171,19 @@ async def unreachable(session, base: str, timeout: float) -> str | None:
         return None  # connected: it answers, slowly or oddly, and the run will say how
 
 
+async def flush_cache(session, base: str, timeout: float = 30.0) -> str:
+    """POST ``/flush_cache`` (sglang's endpoint, ``entrypoints/http_server.py``): "flushed", or why not (a
+    server without the endpoint, or one that refused while requests were running)."""
+    import aiohttp
+
+    try:
+        async with session.post(base + "/flush_cache", timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            text = (await resp.text())[:200].strip()
+            return "flushed" if resp.status == 200 else f"not flushed: {base}/flush_cache answered {resp.status} {text}"
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        return f"not flushed: {base}/flush_cache: {type(exc).__name__}: {exc}".rstrip(": ")
+
+
 async def model_name(session, base: str, cfg: BenchConfig) -> str | None:
     """The OpenAI ``model`` to send: the configured one, else the first of ``/v1/models`` (None for native)."""
     if cfg.model or cfg.api == "native":

@@ -43,6 +43,7 @@ class BenchConfig:
     label: str | None = None
     extra_body: dict = field(default_factory=dict)
     server_metrics_interval: float = 2.0  # seconds between scrapes of the server's /metrics; 0: none
+    flush_cache: bool = False  # POST /flush_cache (sglang's) before the warm-up: an empty prefix cache
 
     def __post_init__(self) -> None:
         self.api = _API_ALIASES.get(self.api, self.api)

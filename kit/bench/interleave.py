@@ -324,8 +324,9 @@ def compare_live(a: Any, b: Any, *, requests: int = 4, max_tokens: int = 64, con
                  config=None, out_dir: str | os.PathLike | None = None, names: tuple[str, str] | None = None,
                  say: Callable[[str], None] | None = None, **options) -> Interleaved:
     """Two live servers (URLs or targets, as :func:`kit.bench.bench` takes them) compared in interleaved
-    blocks of ``requests`` each. Each block's run file, and ``compare.json`` with every block and the
-    result, go to ``out_dir`` (default ``runs/compare-<time>/``). ``options`` go to :func:`interleaved`."""
+    blocks of ``requests`` each, every block the same prompts after ``POST /flush_cache``. Each block's run
+    file, and ``compare.json`` with every block and the result, go to ``out_dir`` (default
+    ``runs/compare-<time>/``). ``options`` go to :func:`interleaved`."""
     from .config import BenchConfig
     from .load import bench
 
@@ -334,17 +335,23 @@ def compare_live(a: Any, b: Any, *, requests: int = 4, max_tokens: int = 64, con
     folder.mkdir(parents=True, exist_ok=True)
     names = names or (str(a), str(b))
 
-    count = iter(range(1, 1_000_000))
+    unflushed: list[str] = []
 
     def block(target: Any, label: str):
-        # New random prompts for every block, so that no block finds its prompts in a cache an earlier one warmed.
-        return bench(target, out=folder / f"{label}.jsonl", config=replace(cfg, seed=cfg.seed + next(count)),
-                     progress=None)
+        # Every block sends the same prompts to an emptied prefix cache: the same prompt lengths (so the same
+        # prefill shapes) in both arms, and no block finds its prompts in a cache an earlier one warmed.
+        run = bench(target, out=folder / f"{label}.jsonl", config=replace(cfg, flush_cache=True), progress=None)
+        if run.cache_flush and run.cache_flush != "flushed":
+            unflushed.append(f"block {label}: the prefix cache was {run.cache_flush}")
+        return run
 
     def arm(name: str, target: Any) -> Arm:
         return Arm(name, lambda label: block(target, label))
 
     result = interleaved(arm(names[0], a), arm(names[1], b), say=say, **options)
+    if unflushed:
+        result.notes.append(f"{unflushed[0]} ({len(unflushed)} block(s) in all): a block may have found its "
+                            "prompts cached by the one before, so times to first token may mix warm and cold")
     result.notes.append(f"the blocks' run files and compare.json: {folder}")
     result.save(folder / "compare.json")
     return result

@@ -24,6 +24,7 @@ from kit.errors import BenchError
 from .client import (
     Client,
     build_prompts,
+    flush_cache,
     model_name,
     one_request,
     payload,
@@ -73,6 +74,7 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
         if down:
             raise BenchError(f"nothing answers at {where}: {down}", hint=_DOWN_HINT)
         model = await model_name(session, base, cfg)
+        flushed = await flush_cache(session, base) if cfg.flush_cache else None
         bodies = [json.dumps(payload(cfg, r, model)).encode() for r in records]
         client = Client.make(session, base + API_PATHS[cfg.api], cfg)
         await _warmup(client, bodies[:cfg.warmup], endpoint)
@@ -80,6 +82,7 @@ async def bench_async(url: str, config: BenchConfig | None = None, *, out: str |
                        server_info_before=await server_info(base), path=str(path),
                        kit_version=__version__)
         run.prefix_reuse = prefix_reuse(records)
+        run.cache_flush = flushed
         pages = ServerPages(session, base, cfg.server_metrics_interval)
         await pages.first()  # before the clock: its time is nobody's wait
         writer = RunWriter(path)

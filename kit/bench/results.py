@@ -44,6 +44,7 @@ class BenchRun:
     server_metrics_failures: int = 0
     clock_origin_at: float | None = None  # time.time() at the run's start (the same instant as clock_origin_ns)
     prefix_reuse: dict | None = None  # how much the run's prompts share prefixes (kit.bench.client.prefix_reuse)
+    cache_flush: str | None = None  # "flushed", why not, or None (not asked: BenchConfig.flush_cache)
 
     # -- tables ------------------------------------------------------------------
     @property
@@ -303,7 +304,7 @@ class RunWriter:
         self._write({"kind": "run", "format": _FORMAT, "kit_version": run.kit_version, "url": run.url,
                      "started_at": run.started_at, "clock_origin_ns": run.clock_origin_ns,
                      "clock_origin_at": run.clock_origin_at, "prefix_reuse": run.prefix_reuse,
-                     "config": asdict(run.config),
+                     "cache_flush": run.cache_flush, "config": asdict(run.config),
                      "server_info_before": run.server_info_before})
 
     def request(self, result: RequestResult) -> None:
@@ -362,4 +363,4 @@ def _load_run(path: Path) -> BenchRun:
                     end.get("server_info_after") if end else None, str(path), head.get("kit_version", ""),
                     head.get("clock_origin_ns"), pages, problem,
                     int(end.get("server_metrics_failures") or 0) if end else int(problem is not None),
-                    head.get("clock_origin_at"), head.get("prefix_reuse"))
+                    head.get("clock_origin_at"), head.get("prefix_reuse"), head.get("cache_flush"))
