@@ -27,6 +27,7 @@ from . import (
     case,
     doctor,
     dryrun,
+    fleet,
     known_issues,
     lab,
     metrics,
@@ -54,7 +55,8 @@ examples:
 """
 
 # In help order.
-GROUPS = (remote, doctor, known_issues, why, args, lab, bench, metrics, dryrun, upgrade, capture, case, report, practice)
+GROUPS = (remote, doctor, known_issues, why, args, lab, bench, metrics, dryrun, upgrade, capture, case, fleet, report,
+          practice)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-__all__ = ["COLLECTOR_PATHS", "KIT_READS", "MetricDecl", "MetricNames", "declared_metrics", "metric_names"]
+__all__ = ["COLLECTOR_PATHS", "KIT_READS", "PD_READS", "MetricDecl", "MetricNames", "declared_metrics", "metric_names"]
 
 COLLECTOR_PATHS = ("srt/observability/metrics_collector.py", "srt/metrics/collector.py")
 
@@ -45,6 +45,20 @@ KIT_READS = (GEN_THROUGHPUT, NUM_RUNNING_REQS, NUM_QUEUE_REQS, TOKEN_USAGE, SPEC
              CACHE_HIT_RATE, NUM_RETRACTED_REQS, NUM_REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, CACHED_TOKENS,
              CUDA_GRAPH_PASSES, NUM_RETRACTED_REQUESTS, NUM_RETRACTED_INPUT_TOKENS, NUM_RETRACTED_OUTPUT_TOKENS,
              QUEUE_TIME, TIME_TO_FIRST_TOKEN)
+# Prefill/decode disaggregation (srt/observability/metrics_collector.py, "PD disaggregation"). Not in KIT_READS:
+# the families change between releases (0.5.11 declares the prefill prealloc queue, 0.5.23 the prefill
+# bootstrap queue in its place), so a reader asks the release's own declarations which of these it has.
+PREFILL_PREALLOC_QUEUE = "sglang:num_prefill_prealloc_queue_reqs"
+PREFILL_BOOTSTRAP_QUEUE = "sglang:num_prefill_bootstrap_queue_reqs"
+PREFILL_INFLIGHT_QUEUE = "sglang:num_prefill_inflight_queue_reqs"
+DECODE_PREALLOC_QUEUE = "sglang:num_decode_prealloc_queue_reqs"
+DECODE_TRANSFER_QUEUE = "sglang:num_decode_transfer_queue_reqs"
+KV_TRANSFER_SPEED = "sglang:kv_transfer_speed_gb_s"
+KV_TRANSFER_LATENCY = "sglang:kv_transfer_latency_ms"
+BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs_total"
+TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
+PD_READS = (PREFILL_PREALLOC_QUEUE, PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE, DECODE_PREALLOC_QUEUE,
+            DECODE_TRANSFER_QUEUE, KV_TRANSFER_SPEED, KV_TRANSFER_LATENCY, BOOTSTRAP_FAILED, TRANSFER_FAILED)
 _KINDS = {"Gauge", "Counter", "Histogram", "Summary"}
 
 
