@@ -49,7 +49,7 @@ _VERBS = {
     "why": "kit.provenance",                 # why a flag has its value -> FlagExplanation
 }
 # Namespaces the guided notebooks use, and the error tree.
-_NAMESPACES = ("case", "display", "errors", "investigation", "notebook", "practice")
+_NAMESPACES = ("case", "display", "errors", "fleet", "investigation", "notebook", "practice")
 # What the verbs return, and the readers of a launch's evidence.
 _TYPES = {
     "BenchConfig": "kit.bench",

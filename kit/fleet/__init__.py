@@ -13,12 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .balance import IMBALANCE_RATIO, Balance, balance
 from .drift import Drift, drift, group_findings, replica_facts
 from .fanout import FanOut, fanout
 from .members import Fleet, Member, members
 
-__all__ = ["Drift", "FanOut", "Fleet", "FleetArgs", "FleetDoctor", "Member", "drift", "fanout", "fleet_args",
-           "fleet_bench", "fleet_collect", "fleet_doctor", "group_findings", "members", "replica_facts"]
+__all__ = ["IMBALANCE_RATIO", "Balance", "Drift", "FanOut", "Fleet", "FleetArgs", "FleetDoctor", "Member", "balance",
+           "drift", "fanout", "fleet_args", "fleet_bench", "fleet_collect", "fleet_doctor", "group_findings",
+           "lab_fleet", "members", "replica_facts"]
+
+
+def lab_fleet(replicas: int = 3, drifted: tuple[int, ...] = (2,), **options):
+    """The lab's fleet: ``replicas`` stand-ins, the ``drifted`` ones from another launch, sglang's router
+    (smg) in front when it is installed (:func:`kit.lab.fleet.fleet_up`; stop it with ``.down()``)."""
+    from kit.lab.fleet import fleet_up
+
+    return fleet_up(replicas=replicas, drifted=drifted, **options)
 
 
 @dataclass

@@ -77,6 +77,7 @@ class Balance:
     findings: list[str] = field(default_factory=list)
     pd: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    load_run: Any = None  # the kit.bench run sent while the pages were read (balance(load=...))
 
     def shares(self) -> dict[str, float]:
         total = sum(t["requests"] for t in self.totals.values())
@@ -137,19 +138,24 @@ def _palette(i: int) -> str:
 
 def balance(fleet: Fleet, *, prometheus: str | None = None, since: str | float = "10m", window: float = 30.0,
             interval: float = 2.0, timeout: float = 10.0, step: str | float = "5s", end: float | None = None,
-            selector: str | None = None) -> Balance:
+            selector: str | None = None, load: dict | None = None) -> Balance:
     """The spread of load across ``fleet``'s workers. With ``prometheus`` (a URL), the series over ``since``
     (up to ``end``); without it, each worker's ``/metrics`` read every ``interval`` s for ``window`` s. The
-    router's loads and policy come with the fleet when it was listed from a router."""
+    router's loads and policy come with the fleet when it was listed from a router. ``load``: the keywords of
+    :func:`kit.bench.bench` (``target`` the router's URL) to send while the pages are read; its run is
+    ``Balance.load_run``."""
     workers = [m for m in fleet.members if m.url]
+    sender = _send(load) if load else None
     if prometheus:
         frame, totals, span, notes = _from_prometheus(workers, prometheus, since, step, timeout, end, selector)
         source = f"Prometheus at {prometheus}"
     else:
         frame, totals, span, notes = _from_pages(workers, window, interval, timeout)
         source = f"each worker's /metrics every {interval:g} s"
+    load_run = sender() if sender else None
     router = _router_view(fleet, timeout)
     result = Balance(frame, totals, source, span, router, notes=notes)
+    result.load_run = load_run
     result.findings = imbalance(totals, router)
     result.pd = pd_waits(frame, {m.name: m.role for m in fleet.members})
     return result
@@ -177,7 +183,7 @@ def imbalance(totals: dict[str, dict], router: dict | None) -> list[str]:
     text = (f"imbalance: {worst} took {t['requests']:.0f} of {total:.0f} requests ({t['requests'] / total:.0%}, "
             f"{ratio:.1f} times the fair share of {1 / n:.0%})"
             + (f"; {', '.join(idle)} took less than half a share" if idle else "")
-            + f". {said}" + (f": {why}" if why else ""))
+            + f"; {said}" + (f": {why}" if why else ""))
     if t.get("max_queue", 0) > 0:
         text += f". {worst} queued up to {t['max_queue']:.0f} request(s) while others had room"
     return [text]
@@ -215,6 +221,32 @@ def pd_waits(frame, roles: dict[str, str]) -> dict:
                            "the workers' pages carry no prefill/decode queue (the release or the launch does not "
                            "export them)")
     return out
+
+
+def _send(load: dict):
+    """Start kit.bench with ``load`` in a thread now; the returned call waits for its run (or raises its error)."""
+    import threading
+
+    from kit.bench import bench
+
+    box: dict = {}
+
+    def go() -> None:
+        try:
+            box["run"] = bench(**{"progress": None, **load})
+        except Exception as exc:  # noqa: BLE001 -- raised in the caller's thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=go, name="fleet-balance-load", daemon=True)
+    thread.start()
+
+    def wait():
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["run"]
+
+    return wait
 
 
 def _router_view(fleet: Fleet, timeout: float) -> dict | None:

@@ -10,13 +10,14 @@ it on hosts that have only python3; the names below load on first use.
   arguments real sglang resolves; ``throughput.py``: the scenario's tok/s model;
 - ``engine.py``, ``api.py``, ``http.py``, ``metrics.py``: generation, sglang's HTTP API, the
   asyncio HTTP server, ``/metrics``;
-- ``packaging.py``: the wheels a remote lab host needs.
+- ``packaging.py``: the wheels a remote lab host needs;
+- ``fleet.py``: LabFleet, fleet_up: several stand-ins at once, sglang's router (smg) in front.
 """
 
 from __future__ import annotations
 
-__all__ = ["Lab", "LabError", "LabStatus", "down", "ensure_running", "find_lab_server",
-           "status", "up", "variants"]
+__all__ = ["Lab", "LabError", "LabFleet", "LabStatus", "down", "ensure_running", "find_lab_server",
+           "fleet_up", "status", "up", "variants"]
 
 
 def __getattr__(name: str):
@@ -24,6 +25,10 @@ def __getattr__(name: str):
         from . import control
 
         return getattr(control, name)
+    if name in ("LabFleet", "fleet_up"):
+        from . import fleet
+
+        return getattr(fleet, name)
     if name == "LabError":
         from kit.errors import LabError
 
