@@ -206,7 +206,9 @@ def test_the_three_deployment_pods_are_members(api, kubeconfig):
         ("meta-llama-31-8b-instruct-sglang-7d9f8c6b5d-p8vhz", "http://10.244.2.17:30000", 30000, "regular", None, "k8s"),
         ("meta-llama-31-8b-instruct-sglang-5c4b9d7f68-mz4tn", "http://10.244.3.9:30000", 30000, "regular", None, "k8s"),
     ]
-    first = found[0].facts
+    first = dict(found[0].facts)
+    # how to reach the pod again (pod_exec): the kubeconfig and context it was listed with
+    assert (first.pop("kubeconfig"), first.pop("context")) == (str(kubeconfig), None)
     assert first == {
         "namespace": "llm", "pod": "meta-llama-31-8b-instruct-sglang-7d9f8c6b5d-x2kq7",
         "container": "meta-llama-31-8b-instruct-sglang", "node": "gpu-node-a", "phase": "Running", "ready": True,

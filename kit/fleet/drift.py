@@ -82,6 +82,8 @@ def replica_facts(member: Member, *, timeout: float = 30.0, hardware: bool = Tru
     pod = member.facts
     if member.source == "k8s":
         facts["image"] = pod.get("image_id") or pod.get("image") or NOT_READ
+        if hardware and "gpu" not in facts:
+            facts.update(_pod_gpus(member, timeout, read))
         for k, v in (pod.get("env") or {}).items():
             if k.startswith(ENV_PREFIXES):
                 facts.setdefault(f"env.{k}", v)
@@ -93,6 +95,26 @@ def replica_facts(member: Member, *, timeout: float = 30.0, hardware: bool = Tru
         facts["sglang"] = str(labels["version"])  # the router's label, read from the worker when it registered
     facts["read"] = read
     return facts
+
+
+def _pod_gpus(member: Member, timeout: float, read: list[str]) -> dict[str, str]:
+    """The pod's GPUs and driver from ``nvidia-smi`` run in its sglang container (kit.fleet.k8s.pod_exec);
+    nothing, and a line in ``read`` saying why, when the exec is refused or fails."""
+    from kit.errors import KitError
+
+    from .k8s import pod_exec
+
+    try:
+        text = pod_exec(member, ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                        kubeconfig=member.facts.get("kubeconfig"), context=member.facts.get("context"),
+                        timeout=min(timeout, 30.0))
+    except KitError as exc:
+        read.append(f"nvidia-smi in pod {member.facts.get('pod')}: {exc.message}")
+        return {}
+    rows = [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.count(",") >= 1]
+    if not rows:
+        return {}
+    return {"gpu": ", ".join(sorted(r[0] for r in rows)), "driver": ", ".join(sorted({r[1] for r in rows}))}
 
 
 def _plain(value: Any) -> Any:

@@ -199,6 +199,8 @@ def k8s_members(selector: str, *, kubeconfig=None, context: str | None = None,
     problems: list[str] = []
     for pod in listed.items or []:
         found = _member(pod)
+        if isinstance(found, Member):  # what pod_exec needs to reach it again
+            found.facts.update({"kubeconfig": os.fspath(kubeconfig) if kubeconfig else None, "context": context})
         (members if isinstance(found, Member) else problems).append(found)
     if not listed.items:
         how = "".join(f" --{k} {shlex.quote(os.fspath(v))}" for k, v in
