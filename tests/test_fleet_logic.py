@@ -110,6 +110,15 @@ def test_the_router_worker_list_as_smg_answers_it():
     assert _router_workers({"urls": ["http://10.0.0.6:30000"]}, ssh=None)[0].target is None  # sglang-router 0.1
 
 
+def test_the_worker_list_of_sglang_router_0_3_2_as_it_answers_it():
+    data = json.loads((DATA / "sglang-router-0.3.2-workers.json").read_text())
+    members = _router_workers(data, ssh=None)
+    assert [m.url for m in members] == [w["url"] for w in data["workers"]]
+    assert members[0].facts["labels"]["model_path"] == data["workers"][0]["metadata"]["model_path"]
+    line = DATA / "sglang-router-0.3.2-start-line.log"
+    assert router_launch("http://10.9.9.9:1", log=str(line))["policy"] == "cache_aware"
+
+
 def test_the_router_policy_from_its_log_line_or_its_launch(tmp_path):
     line = (DATA / "smg-1.13.0-start-line.log").read_text()
     port = line.split("Starting router on ")[1].split(" ")[0].rsplit(":", 1)[1]

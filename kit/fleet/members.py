@@ -150,7 +150,8 @@ def _router_workers(data: Any, ssh: str | None) -> list[Member] | None:
         host, port = parts.hostname or "", parts.port
         facts = {k: row.get(k) for k in ("is_healthy", "status", "load", "worker_type", "priority", "cost",
                                          "bootstrap_port", "connection_mode") if k in row}
-        labels = row.get("labels") if isinstance(row.get("labels"), dict) else {}
+        # smg 1.x: "labels"; sglang-router 0.3: "metadata" (the worker's /server_info fields it read)
+        labels = next((row[k] for k in ("labels", "metadata") if isinstance(row.get(k), dict)), {})
         if labels:
             facts["labels"] = labels
         role = str(row.get("worker_type") or "regular").lower()
@@ -169,8 +170,9 @@ _START_LINE = re.compile(r"Starting router on (?P<addr>\S+?):(?P<port>\d+) \|.*?
 
 def router_launch(router_url: str, *, log: str | None = None) -> dict:
     """The router's routing settings: from ``log`` (a file: the router's log, or its launch command), else,
-    when the router runs on this machine, from its process (its argv; smg renames its process to
-    ``smg::router``, so then from the start line of the log its stdout or stderr goes to). Keys: ``policy``,
+    when the router runs on this machine, from its process (its argv; smg 1.13 renames its process to
+    ``smg::router`` and sglang-router 0.3 to ``sglang::router``, so then from the start line of the log its
+    stdout or stderr goes to). Keys: ``policy``,
     ``policy_origin`` (explicit, default, log), the other routing flags when a command was read, and ``read``:
     where it came from, or why it was not read."""
     parts = urlsplit(router_url if "://" in router_url else "http://" + router_url)
@@ -189,7 +191,7 @@ def router_launch(router_url: str, *, log: str | None = None) -> dict:
                                         "(give its log or launch command with --router-log FILE)"}
     for pid, argv in _local_processes():
         head = " ".join(argv[:3])
-        if not re.search(r"(^|/)(smg|sglang[-_]router)\b|smg::router|launch_router", head):
+        if not re.search(r"(^|/)(smg|sglang[-_]router)\b|(smg|sglang)::router|launch_router", head):
             continue
         if "--worker-urls" in argv or "--pd-disaggregation" in argv or "--port" in argv:
             if (_flag(argv, "--port") or "30000") != port:
