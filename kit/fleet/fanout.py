@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.errors import KitError
+from kit.errors import KitError, UsageError
 
 from .member import Member
 
@@ -64,7 +64,8 @@ def fanout(members: list[Member], fn: Callable[[Member], Any], *, what: str = ""
     ``progress``: ``"auto"`` (a bar on stderr when it is a terminal), None, or a callable given
     (member, ok, done, total) after each replica."""
     if concurrency < 1:
-        raise KitError(f"concurrency must be 1 or more, not {concurrency}", hint="e.g. concurrency=8")
+        raise UsageError(f"concurrency must be 1 or more, not {concurrency}", hint="e.g. concurrency=8",
+                         cli_hint="e.g. --concurrency 8")
     out = FanOut(what or getattr(fn, "__name__", "fan-out"), concurrency=concurrency)
     total = len(members)
     report = _progress(progress, out.what, total)
