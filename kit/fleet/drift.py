@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit._text import clip
+
 from .member import Member
 
 __all__ = ["Drift", "FIELDS", "PER_REPLICA", "drift", "group_findings", "replica_facts"]
@@ -73,7 +75,7 @@ def replica_facts(member: Member, *, timeout: float = 30.0, hardware: bool = Tru
             facts["sglang"] = str(info["version"])
         for key, value in snap.fields.items():
             if key not in PER_REPLICA:
-                facts[f"launch.{key}"] = _plain(value)
+                facts[f"launch.{key}"] = value
         facts["launch"] = "read"
         model = str(snap.fields.get("model_path") or "")
         facts["model"] = model or NOT_READ
@@ -115,12 +117,6 @@ def _pod_gpus(member: Member, timeout: float, read: list[str]) -> dict[str, str]
     if not rows:
         return {}
     return {"gpu": ", ".join(sorted(r[0] for r in rows)), "driver": ", ".join(sorted({r[1] for r in rows}))}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (dict, list, tuple)):
-        return repr(value)
-    return value
 
 
 @dataclass
@@ -178,8 +174,8 @@ class Drift:
                 else f"all {n} replica(s) agree on every field read")
         lines = [head]
         for d in self.differences():
-            lines.append(f"  {d['replica']:<24} {d['field']:<36} {_show(d['value'])}   "
-                         f"(majority: {_show(d['majority'])})")
+            lines.append(f"  {d['replica']:<24} {d['field']:<36} {clip(d['value'], 60)}   "
+                         f"(majority: {clip(d['majority'], 60)})")
         if self.unique:
             lines.append(f"  (a value of its own on every replica, not counted: {', '.join(self.unique)})")
         lines.append("")
@@ -191,11 +187,6 @@ class Drift:
                 "unique": self.unique,
                 "majority": {k: v for k, v in self.majority.items() if not k.startswith(("launch.", "env."))},
                 "facts": {k: {f: v for f, v in d.items()} for k, d in self.facts.items()}}
-
-
-def _show(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _digest(fields: dict) -> str:
