@@ -401,10 +401,16 @@ def _interleaved_steps(host, target: str, server, lab, plan: list[FixStep], *, r
     def measured(runs: dict, label: str):
         # Every block sends the same prompts to an emptied prefix cache: the same prompt lengths (so the same
         # prefill shapes) in both arms, and no block finds its prompts in a cache an earlier one warmed.
+        if state["fresh"]:
+            # A server's first requests of a prompt length pay for it (allocation, compilation): after a
+            # (re)launch the block's own prompts run once, unmeasured, before the block measures them.
+            notes.extend(_flush_cache(state["server"]))
+            measure(host, state["server"], requests=block, max_tokens=max_tokens, progress=None,
+                    label=f"{label}-warm", warmup=0)
+            state["fresh"] = False
         notes.extend(_flush_cache(state["server"]))
         run = measure(host, state["server"], requests=block, max_tokens=max_tokens, progress=None, label=label,
-                      warmup=1 if state["fresh"] else 0)
-        state["fresh"] = False
+                      warmup=0)
         runs[label] = run
         return run
 

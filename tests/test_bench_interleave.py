@@ -169,7 +169,9 @@ def test_cli_compare_of_two_live_servers_interleaves_and_keeps_every_block(lab_p
     assert "block 1: A" in out.err  # progress, on stderr
     blocks = json.loads((tmp_path / "compare.json").read_text())["blocks"]
     assert len(blocks) == 7 and [b["arm"] for b in blocks] == list("AABBAAB")
-    assert len(list(tmp_path.glob("*.jsonl"))) == 7
+    # the 7 blocks, and each arm's unmeasured first pass of the same prompts
+    assert sorted(p.name for p in tmp_path.glob("warm-*.jsonl")) == ["warm-A.jsonl", "warm-B.jsonl"]
+    assert len(list(tmp_path.glob("*.jsonl"))) == 9
     # every block the same prompts, each after the server emptied its prefix cache (POST /flush_cache)
     heads = [json.loads(p.read_text().splitlines()[0]) for p in sorted(tmp_path.glob("*.jsonl"))]
     assert {h["cache_flush"] for h in heads} == {"flushed"} and len({h["config"]["seed"] for h in heads}) == 1

@@ -322,11 +322,12 @@ def interleaved(arm_a: Arm, arm_b: Arm, *, pilot: int = 3, max_pairs: int = 10, 
 
 def compare_live(a: Any, b: Any, *, requests: int = 4, max_tokens: int = 64, concurrency: int = 1,
                  config=None, out_dir: str | os.PathLike | None = None, names: tuple[str, str] | None = None,
-                 say: Callable[[str], None] | None = None, **options) -> Interleaved:
+                 say: Callable[[str], None] | None = None, warm: bool = True, **options) -> Interleaved:
     """Two live servers (URLs or targets, as :func:`kit.bench.bench` takes them) compared in interleaved
     blocks of ``requests`` each, every block the same prompts after ``POST /flush_cache``. Each block's run
     file, and ``compare.json`` with every block and the result, go to ``out_dir`` (default
-    ``runs/compare-<time>/``). ``options`` go to :func:`interleaved`."""
+    ``runs/compare-<time>/``). ``warm``: each arm runs the block's prompts once, unmeasured, first (its run
+    file is ``warm-A.jsonl``/``warm-B.jsonl``). ``options`` go to :func:`interleaved`."""
     from .config import BenchConfig
     from .load import bench
 
@@ -348,6 +349,11 @@ def compare_live(a: Any, b: Any, *, requests: int = 4, max_tokens: int = 64, con
     def arm(name: str, target: Any) -> Arm:
         return Arm(name, lambda label: block(target, label))
 
+    if warm:
+        # A server's first requests of a prompt length pay for it (allocation, compilation): each arm runs
+        # the block's prompts once, unmeasured, before the first block.
+        for label, target in (("warm-A", a), ("warm-B", b)):
+            block(target, label)
     result = interleaved(arm(names[0], a), arm(names[1], b), say=say, **options)
     if unflushed:
         result.notes.append(f"{unflushed[0]} ({len(unflushed)} block(s) in all): a block may have found its "
