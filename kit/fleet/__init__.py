@@ -107,16 +107,17 @@ def _diag_dict(diag: Any) -> Any:
 def _doctor_one(member: Member, timeout: float, ssh_options: dict | None, folder: Path) -> tuple[dict, Any]:
     import kit.doctor as doctor_pkg
 
-    facts = replica_facts(member, timeout=timeout, ssh_options=ssh_options)
     if member.target:
         from kit.target import connect
 
-        host = connect(member.target, **(ssh_options or {}))
+        host = connect(member.target, **(ssh_options or {}))  # one connection for the facts and the doctor
         try:
+            facts = replica_facts(member, timeout=timeout, host=host)
             return facts, doctor_pkg.doctor(member.target, host=host, port=member.port,
                                             prometheus_timeout=min(timeout, 10.0))
         finally:
             host.close()
+    facts = replica_facts(member, timeout=timeout, ssh_options=ssh_options)
     from kit.target import get_server_info
 
     folder.mkdir(parents=True, exist_ok=True)

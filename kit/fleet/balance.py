@@ -46,20 +46,14 @@ PD_PANELS = {
     "decode transfer queue": (N.DECODE_TRANSFER_QUEUE, "gauge"),
 }
 
+# What a policy does, in the words of smg 1.13's `launch --help` (the only policy whose effect on a skew is
+# stated there is cache_aware; for the others the finding names the policy and says no more).
 POLICY_SAYS = {
     "cache_aware": "cache_aware sends a request to the worker whose prefix tree matches at least --cache-threshold "
                    "(default 0.3) of it, and spills to the least-loaded worker only when the matched one's load "
                    "exceeds the fleet mean by --balance-abs-threshold requests AND --balance-rel-threshold times "
                    "(default 1.5) (smg `launch --help`): traffic that shares a prefix (a common system prompt, "
                    "the same document) stays on one worker until that gate trips",
-    "consistent_hashing": "consistent_hashing routes by a hash of the request: few distinct keys land on few workers",
-    "prefix_hash": "prefix_hash routes by a hash of the prompt's first tokens: a shared prefix lands on one worker",
-    "manual": "manual routes by the routing key the client sends: one key, one worker",
-    "round_robin": "round_robin sends requests in turn: a skew means requests of very different sizes, or "
-                   "workers that left and came back (health checks)",
-    "random": "random should spread evenly: a skew over many requests means workers out of the rotation",
-    "power_of_two": "power_of_two picks the less loaded of two: a skew means its load signal lags",
-    "least_load": "least_load picks the least loaded: a skew means its load signal lags or misleads",
 }
 
 

@@ -29,7 +29,7 @@ NOT_READ = "not read"
 
 
 def replica_facts(member: Member, *, timeout: float = 30.0, hardware: bool = True,
-                  ssh_options: dict | None = None) -> dict[str, Any]:
+                  ssh_options: dict | None = None, host=None) -> dict[str, Any]:
     """One replica's facts as flat fields (``sglang``, ``image``, ``gpu``, ``driver``, ``model``,
     ``revision``, ``launch.<arg>``, ``env.<VAR>``) and ``read``: where each came from and what could not be
     read. Through its target (the process, its environment, ``nvidia-smi``) when it has one, else over HTTP
@@ -41,10 +41,11 @@ def replica_facts(member: Member, *, timeout: float = 30.0, hardware: bool = Tru
     facts: dict[str, Any] = {}
     read: list[str] = []
     info = None
-    host = None
+    opened = None
     try:
         if member.target:
-            host = connect(member.target, **(ssh_options or {}))
+            if host is None:  # a caller's open connection is reused (and left open)
+                host = opened = connect(member.target, **(ssh_options or {}))
             server = resolve_server(host, member.target, port=member.port, prefetch={"server_info": min(timeout, 10.0)})
             facts["sglang"] = server.sglang_version or NOT_READ
             if server.env_readable:
@@ -66,8 +67,8 @@ def replica_facts(member: Member, *, timeout: float = 30.0, hardware: bool = Tru
             info = get_server_info(member.url, timeout=min(timeout, 10.0))
             read.append(f"{member.url}/server_info (HTTP only: no environment, GPU or driver)")
     finally:
-        if host is not None:
-            host.close()
+        if opened is not None:
+            opened.close()
     if info is not None:
         snap = from_server_info(info)
         facts.setdefault("sglang", str(info.get("version") or NOT_READ))
